@@ -1,0 +1,25 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: demo test lint install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/simkv waste traces/azure2023/AzureLLMInferenceTrace_conv.csv
+
+test: $(STAMP)
+	$(BIN)/ruff check simkv tests benchmarks
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) reports/*/

@@ -1,0 +1,85 @@
+"""The ``simkv`` command line: parse options, call the library, print. No simulation logic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from simkv.analysis.waste_study import WasteParams, WasteStudy, make_params, run_waste_study
+from simkv.errors import InputError
+from simkv.workload.traces import read_lengths
+
+app = typer.Typer(pretty_exceptions_enable=False, no_args_is_help=True, add_completion=False)
+
+_DEFAULTS = WasteParams()  # frozen: the single source of option defaults
+
+
+@app.callback()
+def _main() -> None:
+    """Discrete-event simulator of LLM-serving KV-cache memory management."""
+
+
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise InputError(f"expected comma-separated integers, got {text!r}", field=option) from None
+
+
+def _print_study(study: WasteStudy, paths: list[Path]) -> None:
+    console = Console(highlight=False)
+    if study.excluded_requests:
+        console.print(
+            f"excluded {study.excluded_requests:,} of {study.requests:,} sequences longer "
+            f"than max context {study.params.max_context_len}"
+        )
+    for block in study.to_table_rows():
+        table = Table(*block.columns, title=block.title)
+        for row in block.rows:
+            table.add_row(*row)
+        console.print(table)
+    for path in paths:
+        console.print(f"wrote {path}")
+
+
+@app.command()
+def waste(
+    trace: Annotated[Path, typer.Argument(help="Trace: Azure, ShareGPT, Mooncake or lengths.")],
+    block_sizes: Annotated[
+        str, typer.Option(help="Paged block sizes, comma-separated.")
+    ] = ",".join(str(size) for size in _DEFAULTS.block_sizes),
+    max_context: Annotated[
+        int, typer.Option(help="Max context length; longer sequences are excluded (tokens).")
+    ] = _DEFAULTS.max_context_len,
+    pool_slots: Annotated[
+        int, typer.Option(help="KV pool of the replay (slots).")
+    ] = _DEFAULTS.pool_slots,
+    replay_requests: Annotated[
+        int, typer.Option(help="Replay the first N requests.")
+    ] = _DEFAULTS.replay_requests,
+    column: Annotated[str | None, typer.Option(help="Length column of a plain trace.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory [default: reports/waste-STEM]")
+    ] = None,
+) -> None:
+    """KV waste of a trace: paged vs contiguous reservations (static snapshot + pool replay)."""
+    # matplotlib is imported only by the command that draws, to keep `simkv --help` quick
+    from simkv.report.waste_figures import write_waste_figures
+
+    try:
+        params = make_params(
+            block_sizes=_int_list(block_sizes, "--block-sizes"),
+            max_context_len=max_context,
+            pool_slots=pool_slots,
+            replay_requests=replay_requests,
+        )
+        study = run_waste_study(read_lengths(trace, column=column), params)
+    except InputError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(code=2) from None
+    out_dir = out or Path("reports") / f"waste-{trace.stem}"
+    _print_study(study, study.write_csv(out_dir) + write_waste_figures(study, out_dir))

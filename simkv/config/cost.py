@@ -1,0 +1,178 @@
+"""Cost-model configuration: the one place where performance constants live.
+
+``cost: {kind: roofline, ...}`` or ``cost: {kind: table, path: steps.csv, ...}``; the ``kind``
+key selects the model (a pydantic discriminated union, :data:`CostConfig`). Both kinds share the
+block-transfer parameters of :class:`TransferCostConfig` (swap and copy-on-write times), so those
+are written once. A table's CSV is user input, so it is read and checked here, into a typed
+:class:`StepTimeTable`; the models themselves are in :mod:`simkv.engine.cost_model`.
+
+The defaults are modelling assumptions, not measurements; calibrate them (or use ``table``) when
+absolute times matter.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, NonNegativeFloat, PositiveInt
+
+from simkv.config.base import Frozen
+from simkv.errors import InputError
+
+Efficiency = Annotated[float, Field(gt=0.0, le=1.0)]
+
+
+class TransferCostConfig(Frozen):
+    """Block-transfer parameters shared by every cost model.
+
+    * ``memory_efficiency``: fraction of nominal HBM bandwidth reached by bulk reads/writes
+      (used for GPU→GPU block copies and, in the roofline, for the weight and KV traffic).
+    * ``host_link_efficiency``: fraction of the nominal GPU↔CPU link bandwidth reached by a swap.
+    * ``swap_block_latency_us``: fixed cost per swapped block (one copy call per block), which is
+      what makes swapping expensive when blocks are small.
+    """
+
+    memory_efficiency: Efficiency = 0.8
+    host_link_efficiency: Efficiency = 0.8
+    swap_block_latency_us: NonNegativeFloat = 20.0
+
+
+class RooflineCostConfig(TransferCostConfig):
+    """Analytic step time: ``overhead + max(compute, memory) + all-reduce``.
+
+    * ``compute_efficiency``: fraction of peak tensor-core FLOP/s reached by the step's matmuls.
+    * ``step_overhead_ms``: fixed time per engine step standing for scheduling, input
+      preparation and kernel-launch overhead.
+    * ``allreduce_latency_us``: fixed latency of one all-reduce (two per layer when tp > 1).
+    * ``interconnect_efficiency``: fraction of the nominal interconnect bandwidth an all-reduce
+      reaches.
+    * ``attention_block_size_knee`` and ``small_block_attention_penalty``: the attention kernel
+      reads KV less efficiently from small blocks. The KV-read term's bandwidth efficiency is
+      ``memory_efficiency · min(1, block_size / knee) ** penalty``; with the defaults (knee 16,
+      penalty 0.5) block sizes of 16 and more are unpenalised, block 4 reads at half speed and
+      block 1 at a quarter. A penalty of 0 turns the effect off.
+    """
+
+    kind: Literal["roofline"] = "roofline"
+    compute_efficiency: Efficiency = 0.6
+    step_overhead_ms: NonNegativeFloat = 2.0
+    allreduce_latency_us: NonNegativeFloat = 10.0
+    interconnect_efficiency: Efficiency = 0.7
+    attention_block_size_knee: PositiveInt = 16
+    small_block_attention_penalty: NonNegativeFloat = 0.5
+
+
+class TableCostConfig(TransferCostConfig):
+    """Step times interpolated from measurements in a CSV file.
+
+    ``path`` (relative paths resolve against the config file's folder) has a header row and the
+    columns ``num_tokens`` (prefill + decode tokens of the step), ``step_time_ms`` and optionally
+    ``kv_read_tokens``; no other columns. Without ``kv_read_tokens`` the time is piecewise-linear
+    in ``num_tokens`` (one row per distinct value). With it, the rows must cover a full grid
+    (every ``num_tokens`` value with every ``kv_read_tokens`` value, once) and the time is
+    bilinear inside each grid cell. Outside the measured range each axis is *clamped-linear*:
+    below the smallest value the time stays at the edge value; above the largest value the last
+    segment's slope continues, floored at zero so an extrapolated time never decreases.
+    """
+
+    kind: Literal["table"] = "table"
+    path: Path
+
+
+# ---------------------------------------------------------------------------------------------
+# The measured table, read and checked at the edge into a typed object
+
+_TOKENS, _KV, _TIME = "num_tokens", "kv_read_tokens", "step_time_ms"
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimeTable:
+    """Measured step times on a grid: ``times_ms[j][i]`` at ``(num_tokens[i], kv_read[j])``.
+
+    Invariants: both axes strictly increasing and non-empty; every time positive. A table
+    without a ``kv_read_tokens`` column has the single kv axis value 0 (the axis is then inert).
+    """
+
+    num_tokens: tuple[float, ...]
+    kv_read_tokens: tuple[float, ...]
+    times_ms: tuple[tuple[float, ...], ...]
+
+
+def _number(text: str, column: str, where: tuple[Path, int]) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    ok = math.isfinite(value) and (value > 0 if column == _TIME else value >= 0)
+    if not ok:
+        want = "a positive number" if column == _TIME else "a non-negative number"
+        raise InputError(
+            f"expected {want}, got {text!r}", file=where[0], line=where[1], field=column
+        )
+    return value
+
+
+def _header(row: list[str], path: Path) -> list[str]:
+    names = [name.strip() for name in row]
+    for i, name in enumerate(names):
+        if name not in (_TOKENS, _KV, _TIME):
+            raise InputError("unknown column", file=path, line=1, field=name or "''")
+        if name in names[:i]:
+            raise InputError("duplicate column", file=path, line=1, field=name)
+    for name in (_TOKENS, _TIME):
+        if name not in names:
+            raise InputError("missing column", file=path, line=1, field=name)
+    return names
+
+
+def _read_points(path: Path) -> dict[tuple[float, float], float]:
+    """``{(num_tokens, kv_read_tokens): step_time_ms}``; kv_read_tokens is 0 without its column."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle)
+            names = _header(next(reader, []), path)
+            points: dict[tuple[float, float], float] = {}
+            for row in reader:
+                if not any(cell.strip() for cell in row):
+                    continue
+                where = (path, reader.line_num)
+                if len(row) != len(names):
+                    raise InputError(
+                        f"expected {len(names)} fields, got {len(row)}", file=path, line=where[1]
+                    )
+                values = {n: _number(c.strip(), n, where) for n, c in zip(names, row, strict=True)}
+                key = (values[_TOKENS], values.get(_KV, 0.0))
+                if key in points:
+                    message = f"duplicate row for num_tokens={key[0]:g}, kv_read_tokens={key[1]:g}"
+                    raise InputError(message, file=path, line=where[1], field=_TOKENS)
+                points[key] = values[_TIME]
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror}", file=path) from None
+    if not points:
+        raise InputError("no data rows", file=path, line=1)
+    return points
+
+
+def read_step_table(path: Path) -> StepTimeTable:
+    """Parse a step-time CSV (format in ``TableCostConfig``); problems are :class:`InputError`."""
+    points = _read_points(path)
+    ns = tuple(sorted({n for n, _ in points}))
+    ks = tuple(sorted({k for _, k in points}))
+    for k in ks:
+        for n in ns:
+            if (n, k) not in points:
+                raise InputError(
+                    f"incomplete grid: no row for num_tokens={n:g} with kv_read_tokens={k:g}",
+                    file=path,
+                    field=_KV,
+                )
+    times = tuple(tuple(points[(n, k)] for n in ns) for k in ks)
+    return StepTimeTable(num_tokens=ns, kv_read_tokens=ks, times_ms=times)
+
+
+CostConfig = Annotated[RooflineCostConfig | TableCostConfig, Field(discriminator="kind")]
+"""Either cost-model configuration, selected by its ``kind`` key."""

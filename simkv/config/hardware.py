@@ -1,0 +1,168 @@
+"""Model and GPU specifications, written inline or named by preset.
+
+A config field typed :class:`ModelSpec` (or :class:`GpuSpec`) accepts three spellings:
+
+* a preset name: ``model: llama-2-7b``;
+* a preset plus overrides: ``model: {preset: llama-2-7b, max_model_len: 8192}``;
+* a full inline mapping with every field.
+
+The first two are expanded *before* validation into the preset's full mapping (overrides win), so
+a resolved config, once dumped, shows every number that was used. An unknown preset name is a
+``ValueError`` listing the known presets, which pydantic reports as a validation error at the
+field's location.
+
+Units: bytes for memory, tera-FLOP/s for compute, GB/s (10^9 bytes per second) for bandwidth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Literal, Self
+
+from pydantic import PositiveFloat, PositiveInt, model_validator
+
+from simkv.config.base import Frozen
+from simkv.presets import PresetKind, list_presets, read_preset
+
+DType = Literal["fp16", "bf16", "fp32", "fp8"]
+
+DTYPE_BYTES: Mapping[str, int] = MappingProxyType({"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1})
+
+__all__ = [
+    "DTYPE_BYTES",
+    "DType",
+    "GpuSpec",
+    "ModelSpec",
+    "list_presets",
+    "load_gpu_preset",
+    "load_model_preset",
+]
+
+
+def _expand_preset(kind: PresetKind, data: Any) -> Any:
+    """Replace a preset name, or a ``{preset: name, **overrides}`` mapping, by full data."""
+    if isinstance(data, str):
+        return read_preset(kind, data)
+    if isinstance(data, Mapping) and "preset" in data:
+        overrides = {key: value for key, value in data.items() if key != "preset"}
+        name = data["preset"]
+        if not isinstance(name, str):
+            raise ValueError(f"preset must be a name, got {name!r}")
+        return {**read_preset(kind, name), **overrides}
+    return data
+
+
+class ModelSpec(Frozen):
+    """A decoder-only transformer, as far as memory and FLOPs are concerned.
+
+    Invariants: every count is positive; ``num_attention_heads`` is a multiple of
+    ``num_kv_heads`` (grouped-query attention shares each KV head among that many query heads);
+    the non-embedding parameter count is positive. ``dtype`` is the storage type of both the
+    weights and the KV cache.
+    """
+
+    name: str
+    num_layers: PositiveInt
+    hidden_size: PositiveInt
+    num_attention_heads: PositiveInt
+    num_kv_heads: PositiveInt
+    head_dim: PositiveInt
+    intermediate_size: PositiveInt
+    vocab_size: PositiveInt
+    num_parameters: PositiveInt
+    dtype: DType
+    max_model_len: PositiveInt
+    tie_word_embeddings: bool = False
+    source: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_preset(cls, data: Any) -> Any:
+        return _expand_preset("models", data)
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> Self:
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_kv_heads ({self.num_kv_heads})"
+            )
+        if self.num_parameters_nonembedding <= 0:
+            raise ValueError("num_parameters must exceed the embedding parameters")
+        return self
+
+    @property
+    def dtype_bytes(self) -> int:
+        """Bytes per stored element (weights and KV cache)."""
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """KV-cache bytes one token occupies over all layers: 2·layers·kv_heads·head_dim·dtype."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.dtype_bytes
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of all weights (whole model, before any tensor-parallel split)."""
+        return self.num_parameters * self.dtype_bytes
+
+    @property
+    def num_parameters_nonembedding(self) -> int:
+        """Parameters whose matmuls run for every token.
+
+        Excludes the input embedding (a lookup, no FLOPs) and, when untied, the LM head, which
+        serving engines apply only to the one sampled position of each sequence.
+        """
+        embedding_tables = 1 if self.tie_word_embeddings else 2
+        return self.num_parameters - embedding_tables * self.vocab_size * self.hidden_size
+
+
+class GpuSpec(Frozen):
+    """One accelerator. Bandwidths are nominal, one direction, in GB/s (10^9 B/s).
+
+    ``memory_bytes`` is the device memory; the packaged presets read the marketed "N GB" as
+    N GiB, which is what ``nvidia-smi`` reports for the A100s (the utilization factor absorbs
+    the small reservation other boards show). ``peak_tflops`` is dense FP16/BF16 tensor-core
+    throughput without structured sparsity. ``interconnect_gbps`` is the per-GPU bandwidth
+    available to tensor-parallel all-reduce (NVLink, or PCIe where there is none).
+    """
+
+    name: str
+    memory_bytes: PositiveInt
+    peak_tflops: PositiveFloat
+    hbm_bandwidth_gbps: PositiveFloat
+    host_link_gbps: PositiveFloat
+    interconnect_gbps: PositiveFloat
+    source: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_preset(cls, data: Any) -> Any:
+        return _expand_preset("gpus", data)
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        return self.peak_tflops * 1e12
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self.hbm_bandwidth_gbps * 1e9
+
+    @property
+    def host_link_bytes_per_s(self) -> float:
+        return self.host_link_gbps * 1e9
+
+    @property
+    def interconnect_bytes_per_s(self) -> float:
+        return self.interconnect_gbps * 1e9
+
+
+def load_model_preset(name: str) -> ModelSpec:
+    """The packaged model preset ``name``; ``ValueError`` (listing presets) if unknown."""
+    return ModelSpec.model_validate(read_preset("models", name))
+
+
+def load_gpu_preset(name: str) -> GpuSpec:
+    """The packaged GPU preset ``name``; ``ValueError`` (listing presets) if unknown."""
+    return GpuSpec.model_validate(read_preset("gpus", name))

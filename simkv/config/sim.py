@@ -1,0 +1,126 @@
+"""The top-level run config (``simkv run CONFIG``): every default of a run lives in these models.
+
+``load_config`` validates a YAML file once, applies ``--set key.path=value`` overrides, and
+returns typed objects; internals never see raw dicts. The report prints
+``config.resolved.yaml``: this model dumped with every default and preset filled in.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, model_validator
+
+from simkv.config.base import Frozen, YamlDoc, load_yaml, validate
+from simkv.config.cost import CostConfig, RooflineCostConfig
+from simkv.config.hardware import GpuSpec, ModelSpec
+from simkv.config.policy import PreemptionConfig, SchedulerConfig, VllmV1Config
+from simkv.config.workload import WorkloadConfig
+from simkv.errors import InputError
+
+GIB = 1 << 30
+
+
+class ParallelConfig(Frozen):
+    """Model parallelism."""
+
+    tensor_parallel: int = Field(1, ge=1, description="GPUs per model replica (TP degree)")
+
+
+class KVCacheConfig(Frozen):
+    """The paged KV cache. Capacity: ``num_blocks`` or ``capacity_gib`` if given, else derived
+    as GPU memory × utilization − weights − activation reserve (per GPU)."""
+
+    block_size: int = Field(16, ge=1, description="tokens per block (vLLM default 16)")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="vLLM default 0.9")
+    activation_reserve_gib: float = Field(
+        1.0, ge=0, description="per-GPU activation/workspace memory kept out of the KV pool"
+    )
+    num_blocks: int | None = Field(None, ge=1, description="GPU blocks, given directly")
+    capacity_gib: float | None = Field(None, gt=0, description="KV bytes per GPU, given directly")
+    swap_space_gib: float = Field(4.0, ge=0, description="CPU swap space per GPU (vLLM v0: 4)")
+    reuse: str = Field("fifo", pattern="^(fifo|lifo)$", description="freed-block reuse order")
+
+    @model_validator(mode="after")
+    def _one_capacity(self) -> KVCacheConfig:
+        if self.num_blocks is not None and self.capacity_gib is not None:
+            raise ValueError("give num_blocks or capacity_gib, not both")
+        return self
+
+
+class SLOConfig(Frozen):
+    """Service-level objectives for ``request_goodput`` (a request is good if it meets all)."""
+
+    ttft_ms: float | None = Field(None, gt=0)
+    tpot_ms: float | None = Field(None, gt=0)
+    e2el_ms: float | None = Field(None, gt=0)
+
+
+class SimConfig(Frozen):
+    """One simulation run: workload → engine (scheduler ⇄ KV memory, cost model) → metrics."""
+
+    name: str = Field("run", pattern=r"^[A-Za-z0-9_.\-]+$", description="run (folder) name")
+    seed: int = Field(0, ge=0, description="seed of the run's numpy Generator")
+    workload: WorkloadConfig
+    model: ModelSpec = Field(description="preset name, {preset: name, **overrides} or inline")
+    gpu: GpuSpec = Field(description="preset name, {preset: name, **overrides} or inline")
+    parallel: ParallelConfig = ParallelConfig()
+    kv_cache: KVCacheConfig = KVCacheConfig()
+    scheduler: SchedulerConfig = VllmV1Config(kind="vllm_v1")
+    preemption: PreemptionConfig = PreemptionConfig()
+    cost_model: CostConfig = RooflineCostConfig(kind="roofline")
+    slo: SLOConfig = SLOConfig()
+
+    @model_validator(mode="after")
+    def _policy_fits_scheduler(self) -> SimConfig:
+        kind = self.scheduler.kind
+        if kind == "vllm_v1" and self.preemption.mode == "swap":
+            raise ValueError("preemption.mode swap: vllm_v1 preempts by recompute only")
+        if kind == "vllm_v0" and self.preemption.victim == "lowest_priority":
+            raise ValueError("preemption.victim lowest_priority needs scheduler vllm_v1")
+        return self
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    key, sep, raw = item.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_0-9][\w]*)*", key):
+        raise InputError(f"expected key.path=value, got {item!r}", field="--set")
+    try:
+        value = yaml.safe_load(raw) if raw else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
+    """Apply ``--set key.path=value`` items (values parsed as YAML) to the document in place."""
+    for item in overrides:
+        keys, value = _parse_override(item)
+        node = doc.data
+        for key in keys[:-1]:
+            child = node.get(key) if isinstance(node, dict) else None
+            if isinstance(child, str):  # e.g. model: llama-2-7b  →  {preset: llama-2-7b}
+                child = {"preset": child}
+            if not isinstance(child, dict):
+                child = {}
+            node[key] = child
+            node = child
+        node[keys[-1]] = value
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> SimConfig:
+    """Read, override and validate a run config; errors are :class:`InputError` (file:line)."""
+    doc = load_yaml(path)
+    if not isinstance(doc.data, dict):
+        raise InputError("a run config must be a mapping", file=path, line=1)
+    apply_overrides(doc, overrides or [])
+    return validate(SimConfig, doc)
+
+
+def dump_resolved(cfg: SimConfig) -> str:
+    """The fully resolved config (every default and preset value) as YAML."""
+    data = cfg.model_dump(mode="json")
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -1,0 +1,273 @@
+"""Workload configuration: synthetic generators or a trace file, chosen by ``kind``.
+
+Arrival processes, length distributions and the workload itself are discriminated unions on
+``kind``; every default lives here. Relative paths are resolved against the config file's
+directory when the workload is built (:func:`simkv.workload.build.build_workload`).
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+
+from simkv.config.base import Frozen
+
+__all__ = [
+    "ArrivalConfig",
+    "ConstantArrival",
+    "EmpiricalLength",
+    "FixedLength",
+    "GammaArrival",
+    "LengthConfig",
+    "LognormalLength",
+    "NormalLength",
+    "PoissonArrival",
+    "PriorityConfig",
+    "SyntheticWorkload",
+    "TraceColumns",
+    "TraceWorkload",
+    "UniformLength",
+    "WorkloadConfig",
+    "ZipfLength",
+]
+
+SchedulePiece = tuple[NonNegativeFloat, NonNegativeFloat]
+
+
+class _Rate(Frozen):
+    """A constant ``rate`` or a piecewise-constant ``schedule`` (exactly one)."""
+
+    rate: PositiveFloat | None = Field(None, description="mean arrival rate, requests/s")
+    schedule: list[SchedulePiece] | None = Field(
+        None,
+        description="[[start_s, rate], ...]: rate (requests/s) from start_s (s) until the next "
+        "start; the first start is 0 and the last rate holds forever",
+    )
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> Self:
+        if (self.rate is None) == (self.schedule is None):
+            raise ValueError("give exactly one of rate and schedule")
+        if self.schedule is not None:
+            starts = [start for start, _ in self.schedule]
+            if not starts or starts[0] != 0:
+                raise ValueError("schedule must start at 0 s")
+            if any(b <= a for a, b in pairwise(starts)):
+                raise ValueError("schedule start times must strictly increase")
+            if not any(rate > 0 for _, rate in self.schedule):
+                raise ValueError("schedule rates must not all be 0")
+        return self
+
+    @property
+    def ends_at_zero_rate(self) -> bool:
+        """True when the last schedule rate is 0 (no fixed number of arrivals is reachable)."""
+        return self.schedule is not None and self.schedule[-1][1] == 0
+
+
+class PoissonArrival(_Rate):
+    """Poisson arrivals: exponential inter-arrival gaps."""
+
+    kind: Literal["poisson"]
+
+
+class GammaArrival(_Rate):
+    """Gamma-renewal arrivals; ``cv`` > 1 is burstier than Poisson, cv = 1 is Poisson."""
+
+    kind: Literal["gamma"]
+    cv: PositiveFloat = Field(description="coefficient of variation of inter-arrival gaps")
+
+
+class ConstantArrival(_Rate):
+    """Evenly spaced arrivals (one every 1/rate s, first at 1/rate s)."""
+
+    kind: Literal["constant"]
+
+
+ArrivalConfig = Annotated[
+    PoissonArrival | GammaArrival | ConstantArrival, Field(discriminator="kind")
+]
+
+
+class _Clip(Frozen):
+    """Optional clipping of sampled lengths to ``[min, max]`` tokens (results are always ≥ 1)."""
+
+    min: PositiveInt | None = Field(None, description="lower clip, tokens")
+    max: PositiveInt | None = Field(None, description="upper clip, tokens")
+
+    @model_validator(mode="after")
+    def _ordered_clip(self) -> Self:
+        if self.min is not None and self.max is not None and self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be ≥ min ({self.min})")
+        return self
+
+
+class FixedLength(_Clip):
+    kind: Literal["fixed"]
+    value: PositiveInt = Field(description="length of every request, tokens")
+
+
+class UniformLength(_Clip):
+    kind: Literal["uniform"]
+    low: PositiveInt = Field(description="smallest length, tokens (included)")
+    high: PositiveInt = Field(description="largest length, tokens (included)")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.high < self.low:
+            raise ValueError(f"high ({self.high}) must be ≥ low ({self.low})")
+        return self
+
+
+class NormalLength(_Clip):
+    kind: Literal["normal"]
+    mean: PositiveFloat = Field(description="mean length, tokens (draws rounded, ≥ 1)")
+    std: NonNegativeFloat = Field(description="standard deviation, tokens")
+
+
+class LognormalLength(_Clip):
+    """Lognormal lengths given either (``mean``, ``median``) in tokens or (``mu``, ``sigma``)."""
+
+    kind: Literal["lognormal"]
+    mean: PositiveFloat | None = Field(None, description="mean length, tokens")
+    median: PositiveFloat | None = Field(None, description="median length, tokens")
+    mu: float | None = Field(None, description="mean of log(length)")
+    sigma: NonNegativeFloat | None = Field(None, description="std of log(length)")
+
+    @model_validator(mode="after")
+    def _one_pair(self) -> Self:
+        moments = self.mean is not None and self.median is not None
+        logs = self.mu is not None and self.sigma is not None
+        given = sum(v is not None for v in (self.mean, self.median, self.mu, self.sigma))
+        if given != 2 or not (moments or logs):
+            raise ValueError("give exactly one pair: (mean, median) or (mu, sigma)")
+        if moments and self.mean < self.median:  # type: ignore[operator]
+            raise ValueError("lognormal mean must be ≥ median")
+        return self
+
+
+class ZipfLength(_Clip):
+    """Bounded Zipf: P(k) ∝ k^(-a) for integer lengths ``low ≤ k ≤ high``."""
+
+    kind: Literal["zipf"]
+    a: PositiveFloat = Field(description="exponent (any value > 0, bounded support)")
+    low: PositiveInt = Field(1, description="smallest length, tokens")
+    high: PositiveInt = Field(description="largest length, tokens (≤ low + 10^7 - 1)")
+
+    @model_validator(mode="after")
+    def _support(self) -> Self:
+        if not 0 <= self.high - self.low < 10_000_000:
+            raise ValueError("zipf needs low ≤ high and at most 10^7 values in [low, high]")
+        return self
+
+
+class EmpiricalLength(_Clip):
+    """Lengths drawn with replacement from one column of a CSV/JSONL file."""
+
+    kind: Literal["empirical"]
+    path: Path = Field(description="CSV/JSONL file; relative to the config file's directory")
+    column: str = Field(description="column (CSV) or key (JSONL) holding lengths, tokens ≥ 1")
+
+
+LengthConfig = Annotated[
+    FixedLength | UniformLength | NormalLength | LognormalLength | ZipfLength | EmpiricalLength,
+    Field(discriminator="kind"),
+]
+
+
+class PriorityConfig(Frozen):
+    """Request priorities drawn from ``values`` (lower = more important)."""
+
+    values: list[int] = Field(min_length=1, description="possible priorities")
+    weights: list[NonNegativeFloat] | None = Field(
+        None, description="relative probability of each value; None = equally likely"
+    )
+
+    @model_validator(mode="after")
+    def _weights_match(self) -> Self:
+        if self.weights is not None:
+            if len(self.weights) != len(self.values):
+                raise ValueError("weights must have one entry per value")
+            if sum(self.weights) <= 0:
+                raise ValueError("weights must not all be 0")
+        return self
+
+
+class SyntheticWorkload(Frozen):
+    """Generated requests: arrivals from a process, lengths from distributions."""
+
+    kind: Literal["synthetic"]
+    num_requests: PositiveInt | None = Field(None, description="number of requests")
+    duration_s: PositiveFloat | None = Field(None, description="all arrivals before this, s")
+    arrival: ArrivalConfig
+    prompt_tokens: LengthConfig
+    output_tokens: LengthConfig
+    priority: PriorityConfig | None = Field(None, description="None = every priority is 0")
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Self:
+        if (self.num_requests is None) == (self.duration_s is None):
+            raise ValueError("give exactly one of num_requests and duration_s")
+        if self.num_requests is not None and self.arrival.ends_at_zero_rate:
+            raise ValueError("with num_requests, the arrival schedule must not end at rate 0")
+        return self
+
+
+class TraceColumns(Frozen):
+    """Column mapping of a generic trace: which file column holds each request field."""
+
+    prompt_tokens: str = Field("prompt_tokens", description="column of prompt lengths, tokens")
+    output_tokens: str = Field("output_tokens", description="column of output lengths, tokens")
+    arrival_s: str | None = Field(None, description="column of arrival times, s")
+    arrival_ms: str | None = Field(None, description="column of arrival times, ms")
+    priority: str | None = Field(None, description="column of priorities; None = all 0")
+
+    @model_validator(mode="after")
+    def _one_clock(self) -> Self:
+        if self.arrival_s is not None and self.arrival_ms is not None:
+            raise ValueError("give at most one of arrival_s and arrival_ms")
+        return self
+
+
+class TraceWorkload(Frozen):
+    """Requests read from a trace file (Azure CSV, Mooncake JSONL, lengths-only, generic)."""
+
+    kind: Literal["trace"]
+    path: Path = Field(description="trace file; relative to the config file's directory")
+    format: Literal["auto", "azure", "mooncake", "lengths", "generic"] = Field(
+        "auto", description="file format; auto detects it from the header/keys"
+    )
+    columns: TraceColumns | None = Field(
+        None, description="generic format only; None = simkv's column names"
+    )
+    time_scale: PositiveFloat = Field(1.0, description="multiplies every arrival time")
+    rate: PositiveFloat | None = Field(
+        None, description="rescale arrival times to this mean rate, requests/s"
+    )
+    limit: PositiveInt | None = Field(None, description="keep the first N requests")
+    start_s: NonNegativeFloat | None = Field(None, description="window start (trace time), s")
+    end_s: PositiveFloat | None = Field(None, description="window end (trace time, excluded), s")
+    arrival: ArrivalConfig | None = Field(
+        None,
+        description="arrival process; required for traces without timestamps, and replaces "
+        "the timestamps of a trace that has them",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.rate is not None and self.time_scale != 1.0:
+            raise ValueError("give at most one of rate and time_scale")
+        if self.start_s is not None and self.end_s is not None and self.end_s <= self.start_s:
+            raise ValueError("end_s must be > start_s")
+        if self.format == "lengths" and self.arrival is None:
+            raise ValueError("a lengths-only trace has no timestamps: set arrival")
+        if self.columns is not None and self.format not in ("auto", "generic"):
+            raise ValueError("columns apply only to the generic format")
+        if self.arrival is not None and self.arrival.ends_at_zero_rate:
+            raise ValueError("a trace's arrival schedule must not end at rate 0")
+        return self
+
+
+WorkloadConfig = Annotated[SyntheticWorkload | TraceWorkload, Field(discriminator="kind")]

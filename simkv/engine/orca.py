@@ -1,0 +1,67 @@
+"""Orca-style iteration-level batching over contiguous reservations (the PagedAttention paper's
+Orca (Max) / (Pow2) / (Oracle) baselines).
+
+Every step, each running request computes its next token and waiting requests are admitted FCFS
+(whole prompt in the same step, as Orca's selective batching allows) while fewer than
+``max_batch_size`` run, the optional token budget holds, and the buddy allocator can place the
+request's reservation. A reservation covers the whole request, so nothing is ever preempted; a
+request whose reservation cannot fit even an empty pool is rejected.
+"""
+
+from __future__ import annotations
+
+from simkv.config.policy import OrcaConfig
+from simkv.engine.contiguous_kv import ContiguousKV
+from simkv.engine.plan import StepPlan
+from simkv.engine.queues import FcfsQueue
+from simkv.engine.scheduler import SchedulerBase
+from simkv.engine.sequence import Seq
+from simkv.metrics.recorder import Recorder
+
+
+class OrcaScheduler(SchedulerBase):
+    """Iteration-level batching; memory reserved per request by the configured policy."""
+
+    def __init__(self, cfg: OrcaConfig, kv: ContiguousKV, recorder: Recorder) -> None:
+        super().__init__(kv, recorder)
+        self.kv: ContiguousKV = kv
+        self.cfg = cfg
+        self.waiting = FcfsQueue()
+
+    def add(self, seq: Seq, now: float) -> None:
+        if not self.kv.fits_when_empty(seq):
+            self._reject(seq, "kv_never_fits", now)
+            return
+        self.waiting.push(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or len(self.waiting) > 0
+
+    def queue_lengths(self) -> tuple[int, int, int]:
+        return len(self.waiting), len(self.running), 0
+
+    def memory_state(self) -> tuple[int, int, int]:
+        return self.kv.used_slots, self.kv.free_slots, 0
+
+    def schedule(self, now: float) -> StepPlan:
+        plan = StepPlan()
+        for seq in self.running:
+            plan.add(seq, seq.num_tokens - seq.num_computed)
+        budget = self.cfg.max_num_batched_tokens
+        waiting = self.waiting
+        while len(waiting) and len(self.running) < self.cfg.max_batch_size:
+            seq = waiting.peek()
+            if budget is not None and plan.num_tokens + seq.num_tokens > budget:
+                break
+            if not self.kv.can_reserve(seq):
+                break
+            waiting.pop()
+            self.kv.reserve(seq)
+            self.running.append(seq)
+            self._mark_scheduled(seq, now)
+            plan.add(seq, seq.num_tokens)
+        self.kv.demand_slots = self.kv.reservation_slots(waiting.peek()) if len(waiting) else None
+        return plan
+
+    def check(self) -> None:
+        self.kv.check()

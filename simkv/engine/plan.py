@@ -1,0 +1,74 @@
+"""What one engine step runs: the scheduled requests and the work the cost model prices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simkv.engine.cost_model import StepWork
+from simkv.engine.sequence import Seq
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """One batched forward pass.
+
+    ``seqs[i]`` computes ``num_new[i]`` new tokens. A single new token of a request whose known
+    tokens are all computed but the last sampled one is a *decode*; anything else is prefill
+    (prompt chunks and recomputation). ``swap_in_blocks``/``swap_out_blocks`` are moved before
+    the pass and ``copy_blocks`` are copy-on-write copies; their time adds to the step's.
+    """
+
+    seqs: list[Seq] = field(default_factory=list)
+    num_new: list[int] = field(default_factory=list)
+    prefill_tokens: int = 0
+    decode_tokens: int = 0
+    attention_pairs: int = 0
+    kv_read_tokens: int = 0
+    swap_in_blocks: int = 0
+    swap_out_blocks: int = 0
+    copy_blocks: int = 0
+    preempted: int = 0
+
+    def add(self, seq: Seq, num_new: int) -> None:
+        """Schedule ``num_new`` tokens of ``seq`` after its ``num_computed`` cached ones."""
+        cached = seq.num_computed
+        self.seqs.append(seq)
+        self.num_new.append(num_new)
+        if num_new == 1 and seq.num_output > 0 and cached + 1 == seq.num_tokens:
+            self.decode_tokens += 1
+        else:
+            self.prefill_tokens += num_new
+        self.attention_pairs += num_new * cached + num_new * (num_new + 1) // 2
+        self.kv_read_tokens += cached + num_new
+
+    def remove(self, seq: Seq) -> None:
+        """Unschedule ``seq`` (it was preempted after being scheduled in this step)."""
+        i = self.seqs.index(seq)
+        num_new = self.num_new[i]
+        cached = seq.num_computed
+        del self.seqs[i]
+        del self.num_new[i]
+        if num_new == 1 and seq.num_output > 0 and cached + 1 == seq.num_tokens:
+            self.decode_tokens -= 1
+        else:
+            self.prefill_tokens -= num_new
+        self.attention_pairs -= num_new * cached + num_new * (num_new + 1) // 2
+        self.kv_read_tokens -= cached + num_new
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prefill_tokens + self.decode_tokens
+
+    @property
+    def empty(self) -> bool:
+        return not self.seqs
+
+    def work(self) -> StepWork:
+        """The step's work for the cost model."""
+        return StepWork(
+            prefill_tokens=self.prefill_tokens,
+            decode_tokens=self.decode_tokens,
+            attention_pairs=self.attention_pairs,
+            kv_read_tokens=self.kv_read_tokens,
+            num_seqs=len(self.seqs),
+        )

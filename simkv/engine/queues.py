@@ -1,0 +1,99 @@
+"""Waiting queues (FCFS and priority) and preemption-victim policies, shared by schedulers."""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Literal, Protocol
+
+from simkv.engine.sequence import Seq
+
+VictimPolicy = Literal["newest", "oldest", "longest", "fewest_blocks", "lowest_priority"]
+
+
+class WaitingQueue(Protocol):
+    """Requests waiting for admission. ``push_front`` is where preempted requests go."""
+
+    def push(self, seq: Seq) -> None: ...
+    def push_front(self, seq: Seq) -> None: ...
+    def peek(self) -> Seq: ...
+    def pop(self) -> Seq: ...
+    def __len__(self) -> int: ...
+
+
+class FcfsQueue:
+    """First come, first served; preempted requests go back to the head (as vLLM does)."""
+
+    def __init__(self) -> None:
+        self._q: deque[Seq] = deque()
+
+    def push(self, seq: Seq) -> None:
+        self._q.append(seq)
+
+    def push_front(self, seq: Seq) -> None:
+        self._q.appendleft(seq)
+
+    def peek(self) -> Seq:
+        return self._q[0]
+
+    def pop(self) -> Seq:
+        return self._q.popleft()
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+
+class PriorityQueue:
+    """Ordered by ``(priority, arrival_s, req_id)``: lower value first (vLLM's priority policy).
+
+    A preempted request simply re-enters at its place in that order.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, float, int, Seq]] = []
+
+    def push(self, seq: Seq) -> None:
+        heapq.heappush(self._heap, (seq.priority, seq.arrival_s, seq.req_id, seq))
+
+    push_front = push
+
+    def peek(self) -> Seq:
+        return self._heap[0][3]
+
+    def pop(self) -> Seq:
+        return heapq.heappop(self._heap)[3]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+
+def make_queue(policy: Literal["fcfs", "priority"]) -> WaitingQueue:
+    """The waiting queue for a queue policy name."""
+    return PriorityQueue() if policy == "priority" else FcfsQueue()
+
+
+def _index_of_victim(candidates: Sequence[Seq], key: Callable[[int, Seq], object]) -> int:
+    return max(range(len(candidates)), key=lambda i: key(i, candidates[i]))
+
+
+_VICTIM_KEYS: dict[str, Callable[[int, Seq], object]] = {
+    # ``candidates`` are in admission order, so a larger index is a more recently admitted one.
+    "newest": lambda i, s: i,
+    "oldest": lambda i, s: -i,
+    "longest": lambda i, s: (s.num_computed, i),
+    "fewest_blocks": lambda i, s: (-len(s.table.block_ids), i),
+    "lowest_priority": lambda i, s: (s.priority, s.arrival_s, i),
+}
+
+
+def pick_victim(candidates: Sequence[Seq], policy: VictimPolicy) -> Seq:
+    """The request to preempt among ``candidates`` (admission order, non-empty).
+
+    ``newest`` is vLLM's choice under FCFS (the most recently admitted running request);
+    ``lowest_priority`` is vLLM 0.11's under the priority policy (largest priority value, then
+    latest arrival). Ties always go to the most recently admitted.
+    """
+    if policy == "newest":
+        return candidates[-1]
+    return candidates[_index_of_victim(candidates, _VICTIM_KEYS[policy])]

@@ -1,0 +1,111 @@
+"""The scheduler interface and the bookkeeping every scheduler shares.
+
+A scheduler is synchronous plain Python: the engine calls :meth:`Scheduler.schedule` at the
+start of a step, prices the returned plan with the cost model, advances simulated time, then
+calls :meth:`Scheduler.complete`. Nothing here knows about SimPy.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from simkv.engine.plan import StepPlan
+from simkv.engine.sequence import Seq, Status
+from simkv.kv.waste import WasteBreakdown
+from simkv.metrics.recorder import Recorder
+
+
+class KVMemory(Protocol):
+    """What the shared bookkeeping needs from a KV memory (paged or contiguous)."""
+
+    def commit(self, seq: Seq, num_new: int) -> None: ...
+    def free(self, seq: Seq) -> None: ...
+    def breakdown(self) -> WasteBreakdown: ...
+
+
+class Scheduler(Protocol):
+    """One scheduling policy. Registered by its config ``kind``."""
+
+    def add(self, seq: Seq, now: float) -> None: ...
+    def schedule(self, now: float) -> StepPlan: ...
+    def complete(self, plan: StepPlan, now: float) -> None: ...
+    def has_work(self) -> bool: ...
+    def queue_lengths(self) -> tuple[int, int, int]: ...
+    def memory_state(self) -> tuple[int, int, int]: ...
+    def breakdown(self) -> WasteBreakdown: ...
+    def check(self) -> None: ...
+
+
+class SchedulerBase:
+    """Token accounting, finishing, rejecting and inter-token latency, common to all policies.
+
+    Subclasses own ``self.running`` (admission order) and implement ``schedule``; they call
+    :meth:`_reject`, :meth:`_abort` and :meth:`_mark_scheduled`.
+    """
+
+    def __init__(self, kv: KVMemory, recorder: Recorder) -> None:
+        self.kv = kv
+        self.recorder = recorder
+        self.running: list[Seq] = []
+        self._prev_end_s = -1.0
+
+    def _mark_scheduled(self, seq: Seq, now: float) -> None:
+        seq.status = Status.RUNNING
+        if seq.first_scheduled_s is None:
+            seq.first_scheduled_s = now
+
+    def complete(self, plan: StepPlan, now: float) -> None:
+        """Apply a finished step: write KV, sample tokens, finish requests, record ITL."""
+        prev_end = self._prev_end_s
+        contiguous = 0
+        any_finished = False
+        commit = self.kv.commit
+        for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
+            commit(seq, num_new)
+            if seq.num_computed != seq.num_tokens:
+                continue  # a prefill chunk that did not reach the end of the known tokens
+            seq.num_output += 1
+            last = seq.last_token_s
+            if last is None:
+                seq.first_token_s = now
+            elif last == prev_end:
+                contiguous += 1
+            else:
+                self.recorder.itl(now - last)
+            seq.last_token_s = now
+            if seq.num_output == seq.output_tokens:
+                self._on_output_complete(seq, now)
+                any_finished = True
+        if contiguous:
+            self.recorder.itl(now - prev_end, contiguous)
+        self._prev_end_s = now
+        if any_finished:
+            self.running = [s for s in self.running if s.status is Status.RUNNING]
+
+    def _on_output_complete(self, seq: Seq, now: float) -> None:
+        """A request produced its last token (request-level batching overrides this)."""
+        self._finish(seq, now)
+
+    def _finish(self, seq: Seq, now: float) -> None:
+        seq.status = Status.FINISHED
+        seq.finish_s = now
+        self.kv.free(seq)
+        self.recorder.request_done(seq)
+
+    def _reject(self, seq: Seq, reason: str, now: float) -> None:
+        """Never admitted (e.g. it can never fit): counted, not crashed on."""
+        seq.status = Status.REJECTED
+        seq.reason = reason
+        seq.finish_s = now
+        self.recorder.request_done(seq)
+
+    def _abort(self, seq: Seq, reason: str, now: float) -> None:
+        """Dropped after admission (e.g. no CPU swap space left, as vLLM v0 aborts)."""
+        self.kv.free(seq)
+        seq.status = Status.ABORTED
+        seq.reason = reason
+        seq.finish_s = now
+        self.recorder.request_done(seq)
+
+    def breakdown(self) -> WasteBreakdown:
+        return self.kv.breakdown()

@@ -1,0 +1,105 @@
+"""Per-request mutable state inside one simulation run.
+
+A :class:`Seq` is created when its request arrives and is owned by exactly one scheduler queue at
+a time. Token accounting follows vLLM's: ``num_tokens = prompt_tokens + num_output`` are the
+tokens known so far, ``num_computed`` of them have KV in the cache. A step that brings
+``num_computed`` up to ``num_tokens`` samples one new token. The last sampled token's KV is never
+written, so a finished request held at most ``prompt_tokens + output_tokens - 1`` slots.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from simkv.kv.block_table import SequenceTable
+
+
+class Status(StrEnum):
+    """Where a request is; the terminal ones end up in the per-request frame."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    SWAPPED = "swapped"
+    FINISHED = "finished"
+    REJECTED = "rejected"
+    ABORTED = "aborted"
+
+
+class Seq:
+    """One request's state. Times are simulated seconds; ``None`` means "not yet".
+
+    Invariants: ``0 <= num_computed <= num_tokens``; ``num_output <= output_tokens``;
+    ``table.length == num_computed`` while the request's KV is on the GPU (paged schedulers).
+    """
+
+    __slots__ = (
+        "arrival_s",
+        "final_kv_tokens",
+        "finish_s",
+        "first_scheduled_s",
+        "first_token_s",
+        "last_token_s",
+        "num_computed",
+        "num_output",
+        "output_tokens",
+        "preemptions",
+        "priority",
+        "prompt_tokens",
+        "reason",
+        "recomputed_tokens",
+        "req_id",
+        "reserved_slots",
+        "status",
+        "swapped_bytes",
+        "swaps",
+        "table",
+        "truncated",
+    )
+
+    def __init__(
+        self,
+        req_id: int,
+        arrival_s: float,
+        prompt_tokens: int,
+        output_tokens: int,
+        priority: int,
+        block_size: int,
+        truncated: bool = False,
+    ) -> None:
+        self.req_id = req_id
+        self.arrival_s = arrival_s
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.priority = priority
+        self.truncated = truncated
+        self.final_kv_tokens = prompt_tokens + output_tokens - 1
+        self.num_computed = 0
+        self.num_output = 0
+        self.status = Status.WAITING
+        self.reason = ""
+        self.table = SequenceTable(block_size=block_size)
+        self.reserved_slots = 0
+        self.first_scheduled_s: float | None = None
+        self.first_token_s: float | None = None
+        self.last_token_s: float | None = None
+        self.finish_s: float | None = None
+        self.preemptions = 0
+        self.swaps = 0
+        self.swapped_bytes = 0
+        self.recomputed_tokens = 0
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens known so far (prompt + generated)."""
+        return self.prompt_tokens + self.num_output
+
+    @property
+    def in_prefill(self) -> bool:
+        """True while the known tokens are not all computed (prompt or recomputation)."""
+        return self.num_computed + 1 < self.num_tokens or self.num_output == 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Seq({self.req_id}, {self.status}, computed={self.num_computed}, "
+            f"out={self.num_output}/{self.output_tokens})"
+        )

@@ -1,0 +1,85 @@
+"""Request-level (static) batching, FasterTransformer-style.
+
+When the engine is idle, a batch is formed FCFS from up to ``max_batch_size`` waiting requests
+whose maximum-length reservations (``max_model_len`` slots each, contiguous) fit in memory. The
+batch runs to completion: one prefill step for all prompts, padded to the longest prompt, then
+decode steps over the whole batch (finished requests stay in it as padding) until its longest
+request ends. Results return when the batch ends: every request's ``finish_s`` is the batch's end;
+``first_token_s`` is when its first token was computed.
+"""
+
+from __future__ import annotations
+
+from simkv.config.policy import StaticConfig
+from simkv.engine.contiguous_kv import ContiguousKV
+from simkv.engine.plan import StepPlan
+from simkv.engine.queues import FcfsQueue
+from simkv.engine.scheduler import SchedulerBase
+from simkv.engine.sequence import Seq, Status
+from simkv.metrics.recorder import Recorder
+
+
+class StaticScheduler(SchedulerBase):
+    """One batch at a time, memory reserved for the maximum length."""
+
+    def __init__(self, cfg: StaticConfig, kv: ContiguousKV, recorder: Recorder) -> None:
+        super().__init__(kv, recorder)
+        self.kv: ContiguousKV = kv
+        self.cfg = cfg
+        self.waiting = FcfsQueue()
+        self._done: list[Seq] = []  # batch members whose output is complete
+
+    def add(self, seq: Seq, now: float) -> None:
+        if not self.kv.fits_when_empty(seq):
+            self._reject(seq, "kv_never_fits", now)
+            return
+        self.waiting.push(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or len(self.waiting) > 0
+
+    def queue_lengths(self) -> tuple[int, int, int]:
+        return len(self.waiting), len(self.running), 0
+
+    def memory_state(self) -> tuple[int, int, int]:
+        return self.kv.used_slots, self.kv.free_slots, 0
+
+    def schedule(self, now: float) -> StepPlan:
+        plan = StepPlan()
+        if not self.running:
+            self._form_batch(now)
+            longest = max((s.num_tokens for s in self.running), default=0)
+            for seq in self.running:
+                plan.add(seq, seq.num_tokens)
+            plan.prefill_tokens += longest * len(self.running) - plan.prefill_tokens
+        else:
+            for seq in self.running:
+                if seq.num_output < seq.output_tokens:
+                    plan.add(seq, 1)
+            plan.decode_tokens += len(self.running) - len(plan.seqs)  # padding rows
+        waiting = self.waiting
+        self.kv.demand_slots = self.kv.reservation_slots(waiting.peek()) if len(waiting) else None
+        return plan
+
+    def _form_batch(self, now: float) -> None:
+        waiting = self.waiting
+        while len(waiting) and len(self.running) < self.cfg.max_batch_size:
+            seq = waiting.peek()
+            if not self.kv.can_reserve(seq):
+                break
+            waiting.pop()
+            self.kv.reserve(seq)
+            self.running.append(seq)
+            self._mark_scheduled(seq, now)
+
+    def _on_output_complete(self, seq: Seq, now: float) -> None:
+        self._done.append(seq)
+        if len(self._done) == len(self.running):
+            for member in self._done:
+                self._finish(member, now)
+            self._done = []
+        else:
+            seq.status = Status.RUNNING
+
+    def check(self) -> None:
+        self.kv.check()

@@ -1,0 +1,112 @@
+"""vLLM V1 scheduler, following vLLM 0.11's ``Scheduler.schedule`` (chunked prefill on).
+
+Per step, one token budget (``max_num_batched_tokens``) is shared by prefill chunks and decodes:
+
+1. Running requests first, in admission order. Each gets ``min(remaining known tokens,
+   long_prefill_token_threshold if set, budget)`` tokens. When its blocks cannot be allocated,
+   a victim is preempted by recompute (``newest`` = last admitted under FCFS,
+   ``lowest_priority`` under the priority policy) and put back at the head of the waiting queue;
+   if the victim is the request itself, the running pass stops.
+2. Waiting requests only if nothing was preempted in this step, while fewer than
+   ``max_num_seqs`` run and budget remains. A failed allocation stops admission for the step.
+
+There is no watermark and no swapping in V1: KV that cannot be kept is recomputed.
+"""
+
+from __future__ import annotations
+
+from simkv.config.policy import PreemptionConfig, VllmV1Config
+from simkv.engine.paged_kv import PagedKV
+from simkv.engine.plan import StepPlan
+from simkv.engine.queues import make_queue, pick_victim
+from simkv.engine.scheduler import SchedulerBase
+from simkv.engine.sequence import Seq, Status
+from simkv.metrics.recorder import Recorder
+
+
+class VllmV1Scheduler(SchedulerBase):
+    """Continuous batching with chunked prefill and recompute preemption (vLLM 0.11)."""
+
+    def __init__(
+        self, cfg: VllmV1Config, preemption: PreemptionConfig, kv: PagedKV, recorder: Recorder
+    ) -> None:
+        super().__init__(kv, recorder)
+        self.cfg = cfg
+        self.kv: PagedKV = kv
+        self.victim = preemption.victim
+        self.waiting = make_queue(cfg.policy)
+
+    def add(self, seq: Seq, now: float) -> None:
+        self.waiting.push(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or len(self.waiting) > 0
+
+    def queue_lengths(self) -> tuple[int, int, int]:
+        return len(self.waiting), len(self.running), 0
+
+    def memory_state(self) -> tuple[int, int, int]:
+        return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, 0
+
+    def _chunk(self, seq: Seq, budget: int) -> int:
+        num_new = seq.num_tokens - seq.num_computed
+        threshold = self.cfg.long_prefill_token_threshold
+        if 0 < threshold < num_new:
+            num_new = threshold
+        return min(num_new, budget)
+
+    def schedule(self, now: float) -> StepPlan:
+        plan = StepPlan()
+        budget = self._schedule_running(plan, self.cfg.max_num_batched_tokens)
+        if not plan.preempted:
+            self._schedule_waiting(plan, budget, now)
+        return plan
+
+    def _schedule_running(self, plan: StepPlan, budget: int) -> int:
+        running = self.running
+        i = 0
+        while i < len(running) and budget > 0:
+            seq = running[i]
+            num_new = self._chunk(seq, budget)
+            while not self.kv.allocate_slots(seq, num_new):
+                victim = pick_victim(running, self.victim)
+                j = running.index(victim)
+                if j < i:  # already scheduled this step: give its budget back
+                    budget += plan.num_new[plan.seqs.index(victim)]
+                    plan.remove(victim)
+                    i -= 1
+                del running[j]
+                self._preempt(victim, plan)
+                if victim is seq:
+                    return budget
+            plan.add(seq, num_new)
+            budget -= num_new
+            i += 1
+        return budget
+
+    def _preempt(self, seq: Seq, plan: StepPlan) -> None:
+        self.kv.free(seq)
+        seq.recomputed_tokens += seq.num_computed
+        seq.num_computed = 0
+        seq.preemptions += 1
+        seq.status = Status.WAITING
+        self.waiting.push_front(seq)
+        plan.preempted += 1
+
+    def _schedule_waiting(self, plan: StepPlan, budget: int, now: float) -> None:
+        waiting = self.waiting
+        while len(waiting) and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
+            seq = waiting.peek()
+            num_new = self._chunk(seq, budget)
+            if not self.cfg.enable_chunked_prefill and num_new < seq.num_tokens:
+                break
+            if not self.kv.allocate_slots(seq, num_new):
+                break
+            waiting.pop()
+            self.running.append(seq)
+            self._mark_scheduled(seq, now)
+            plan.add(seq, num_new)
+            budget -= num_new
+
+    def check(self) -> None:
+        self.kv.check(self.running)

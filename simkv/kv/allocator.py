@@ -1,0 +1,252 @@
+"""Physical KV block pool: a free queue plus reference counts.
+
+This module is the only code that changes refcounts. Block tables (``block_table.py``) and the
+swap pool (``swap.py``) call ``alloc``/``incref``/``free`` and never touch the counts directly.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from enum import StrEnum
+from typing import TYPE_CHECKING, NewType
+
+if TYPE_CHECKING:
+    from simkv.kv.block_table import SequenceTable
+
+BlockId = NewType("BlockId", int)
+"""Index of a physical block in one allocator, ``0 <= id < num_blocks``."""
+
+
+class OutOfBlocks(RuntimeError):
+    """The pool cannot supply ``requested`` blocks; only ``free`` are free. Nothing was changed.
+
+    Derives from ``RuntimeError`` so code written against the seed notebook still catches it.
+    """
+
+    def __init__(self, requested: int, free: int) -> None:
+        # Both values go to ``args`` so the exception survives pickling (process-pool sweeps).
+        super().__init__(requested, free)
+        self.requested = requested
+        self.free = free
+
+    def __str__(self) -> str:
+        return f"out of blocks: requested {self.requested}, {self.free} free"
+
+
+class BlockError(ValueError):
+    """A block id was used in a way the allocator's state does not allow."""
+
+
+class InvalidBlockId(BlockError):
+    """The id is outside ``[0, num_blocks)``, or names a free block where a used one is needed."""
+
+
+class DoubleFree(BlockError):
+    """``free`` was called on a block whose refcount is already zero."""
+
+
+class InvariantViolation(AssertionError):
+    """``BlockAllocator.check`` found the allocator (or its tables) in an inconsistent state."""
+
+
+class ReuseOrder(StrEnum):
+    """Which freed block ``alloc`` hands out next.
+
+    ``FIFO``: a freed block joins the tail of the free queue and is reused last (the seed
+    notebook's behaviour, and vLLM v1's free queue). ``LIFO``: a freed block joins the head and
+    is reused first.
+    """
+
+    FIFO = "fifo"
+    LIFO = "lifo"
+
+
+class BlockAllocator:
+    """Hands out fixed-size physical KV blocks with reference counting.
+
+    Invariants (verified by ``check``):
+
+    * ``free_blocks + used_blocks == num_blocks``;
+    * every block in the free queue has refcount 0 and appears there exactly once;
+    * every block not in the free queue has refcount >= 1;
+    * given the tables resident on this allocator, each block's refcount equals the number of
+      references to it from those tables.
+
+    The free queue is a deque whose order *is* the reuse policy: ``alloc`` pops the head, ``free``
+    returns a block to the tail (``FIFO``) or the head (``LIFO``) when its refcount reaches 0.
+    The initial order is ``0, 1, ..., num_blocks - 1``. ``alloc`` and ``free`` are O(1).
+    """
+
+    __slots__ = ("_block_size", "_free", "_refcount", "_release", "_reuse", "_used")
+
+    def __init__(
+        self, num_blocks: int, block_size: int = 16, reuse: ReuseOrder | str = ReuseOrder.FIFO
+    ) -> None:
+        if num_blocks < 1:
+            raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self._reuse = ReuseOrder(reuse)
+        self._block_size = block_size
+        self._free: deque[BlockId] = deque(map(BlockId, range(num_blocks)))
+        self._refcount: list[int] = [0] * num_blocks
+        self._used = 0
+        self._release: Callable[[BlockId], None] = (
+            self._free.append if self._reuse is ReuseOrder.FIFO else self._free.appendleft
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"BlockAllocator(num_blocks={self.num_blocks}, block_size={self._block_size}, "
+            f"reuse={self._reuse.value!r}, free_blocks={self.free_blocks})"
+        )
+
+    # -- sizes ------------------------------------------------------------------------------
+    @property
+    def num_blocks(self) -> int:
+        """Total blocks in the pool."""
+        return len(self._refcount)
+
+    @property
+    def block_size(self) -> int:
+        """Tokens per block."""
+        return self._block_size
+
+    @property
+    def reuse(self) -> ReuseOrder:
+        """The free-queue order chosen at construction."""
+        return self._reuse
+
+    @property
+    def free_blocks(self) -> int:
+        """Blocks with refcount 0, available to ``alloc``."""
+        return len(self._free)
+
+    @property
+    def used_blocks(self) -> int:
+        """Blocks with refcount >= 1."""
+        return self._used
+
+    def can_allocate(self, n: int) -> bool:
+        """Whether ``alloc_many(n)`` would succeed now."""
+        return n <= len(self._free)
+
+    # -- hot path ---------------------------------------------------------------------------
+    def alloc(self) -> BlockId:
+        """Take the block at the head of the free queue; its refcount becomes 1."""
+        if not self._free:
+            raise OutOfBlocks(1, 0)
+        block_id = self._free.popleft()
+        self._refcount[block_id] = 1
+        self._used += 1
+        return block_id
+
+    def alloc_many(self, n: int) -> list[BlockId]:
+        """Take ``n`` blocks in queue order; all or nothing (``OutOfBlocks`` changes nothing)."""
+        if n < 0:
+            raise ValueError(f"cannot allocate a negative number of blocks ({n})")
+        free = self._free
+        if n > len(free):
+            raise OutOfBlocks(n, len(free))
+        ids = [free.popleft() for _ in range(n)]
+        refcount = self._refcount
+        for block_id in ids:
+            refcount[block_id] = 1
+        self._used += n
+        return ids
+
+    def incref(self, block_id: BlockId) -> None:
+        """Add a reference to a used block (prefix sharing / fork)."""
+        self._validate(block_id)
+        if self._refcount[block_id] == 0:
+            raise InvalidBlockId(f"incref of free block {block_id}")
+        self._refcount[block_id] += 1
+
+    def free(self, block_id: BlockId) -> None:
+        """Drop one reference; at zero the block returns to the free queue per ``reuse``."""
+        self._validate(block_id)
+        count = self._refcount[block_id]
+        if count == 0:
+            raise DoubleFree(f"free of free block {block_id}")
+        self._refcount[block_id] = count - 1
+        if count == 1:
+            self._used -= 1
+            self._release(block_id)
+
+    def free_many(self, block_ids: Iterable[BlockId]) -> None:
+        """Drop one reference per listed id (an id may repeat); all or nothing.
+
+        Every id is validated before any refcount changes, so a bad id or a would-be double free
+        raises with the allocator untouched.
+        """
+        ids = list(block_ids)
+        for block_id, times in Counter(ids).items():
+            self._validate(block_id)
+            if self._refcount[block_id] < times:
+                raise DoubleFree(
+                    f"block {block_id} freed {times} times but has refcount "
+                    f"{self._refcount[block_id]}"
+                )
+        for block_id in ids:
+            self.free(block_id)
+
+    def refcount(self, block_id: BlockId) -> int:
+        """Current number of references to ``block_id`` (0 when free)."""
+        self._validate(block_id)
+        return self._refcount[block_id]
+
+    def _validate(self, block_id: BlockId) -> None:
+        # Negative ints would silently index from the end of the list.
+        if not 0 <= block_id < len(self._refcount):
+            raise InvalidBlockId(f"block id {block_id} outside [0, {len(self._refcount)})")
+
+    # -- invariants -------------------------------------------------------------------------
+    def check(self, tables: Iterable[SequenceTable] | None = None) -> None:
+        """Raise ``InvariantViolation`` if any invariant in the class docstring fails.
+
+        ``tables`` are all the tables resident on this allocator; when given, each table's own
+        shape (``len(block_ids) == ceil(length / block_size)``, matching block size) is checked
+        and every refcount must equal the number of references from them. O(num_blocks + refs).
+        """
+        self._check_pool()
+        if tables is not None:
+            self._check_tables(list(tables))
+
+    def _check_pool(self) -> None:
+        total = self.num_blocks
+        if len(self._free) + self._used != total:
+            raise InvariantViolation(f"free {len(self._free)} + used {self._used} != total {total}")
+        in_queue = set(self._free)
+        if len(in_queue) != len(self._free):
+            dupes = sorted(b for b, k in Counter(self._free).items() if k > 1)
+            raise InvariantViolation(f"blocks {dupes} appear more than once in the free queue")
+        for block_id, count in enumerate(self._refcount):
+            if block_id in in_queue and count != 0:
+                raise InvariantViolation(f"free block {block_id} has refcount {count}")
+            if block_id not in in_queue and count < 1:
+                raise InvariantViolation(f"used block {block_id} has refcount {count}")
+
+    def _check_tables(self, tables: list[SequenceTable]) -> None:
+        refs: Counter[int] = Counter()
+        for index, table in enumerate(tables):
+            if table.block_size != self._block_size:
+                raise InvariantViolation(
+                    f"table {index} has block_size {table.block_size}, "
+                    f"allocator has {self._block_size}"
+                )
+            expected = -(-table.length // table.block_size)
+            if len(table.block_ids) != expected:
+                raise InvariantViolation(
+                    f"table {index} holds {len(table.block_ids)} blocks for {table.length} "
+                    f"tokens, expected {expected}"
+                )
+            refs.update(table.block_ids)
+        for block_id in refs:
+            if not 0 <= block_id < self.num_blocks:
+                raise InvariantViolation(f"a table references unknown block {block_id}")
+        for block_id, count in enumerate(self._refcount):
+            if count != refs[block_id]:
+                raise InvariantViolation(
+                    f"block {block_id} has refcount {count} but {refs[block_id]} table references"
+                )

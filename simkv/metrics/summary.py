@@ -1,0 +1,117 @@
+"""Summary statistics of one run, named as vLLM's serving benchmark names them.
+
+Latency percentiles use numpy's default (linear) interpolation, as vLLM's benchmark does.
+``duration_s`` runs from the first arrival to the last completion. TPOT of a request is
+``(e2el - ttft) / (output_tokens - 1)`` for requests with more than one output token. ITL
+percentiles are over every inter-token gap (weighted samples, see :mod:`simkv.metrics.recorder`).
+Memory figures are time-weighted by step duration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simkv.config.sim import GIB, SLOConfig
+from simkv.metrics.recorder import RunFrames
+
+PERCENTILES = (("mean", None), ("median", 50.0), ("p90", 90.0), ("p99", 99.0))
+WASTE_COLUMNS = (
+    "token_slots", "reserved_slots", "internal_frag_slots", "external_frag_slots", "free_slots",
+)  # fmt: skip
+
+
+def weighted_percentile(values: np.ndarray, counts: np.ndarray, q: float) -> float:
+    """``np.percentile(np.repeat(values, counts), q)`` without materialising the repeat."""
+    order = np.argsort(values, kind="stable")
+    v, c = values[order], np.cumsum(counts[order])
+    h = (c[-1] - 1) * q / 100.0
+    lo, hi = int(np.floor(h)), int(np.ceil(h))
+    v_lo = v[np.searchsorted(c, lo, side="right")]
+    v_hi = v[np.searchsorted(c, hi, side="right")]
+    return float(v_lo + (v_hi - v_lo) * (h - lo))
+
+
+def _latency_stats(name: str, values_ms: np.ndarray, out: dict[str, float | None]) -> None:
+    for label, q in PERCENTILES:
+        key = f"{label}_{name}_ms"
+        if len(values_ms) == 0:
+            out[key] = None
+        else:
+            out[key] = float(np.mean(values_ms) if q is None else np.percentile(values_ms, q))
+
+
+def _itl_stats(itl: pd.DataFrame, out: dict[str, float | None]) -> None:
+    values = itl["itl_s"].to_numpy() * 1e3
+    counts = itl["count"].to_numpy()
+    for label, q in PERCENTILES:
+        key = f"{label}_itl_ms"
+        if counts.sum() == 0:
+            out[key] = None
+        elif q is None:
+            out[key] = float(np.sum(values * counts) / counts.sum())
+        else:
+            out[key] = weighted_percentile(values, counts, q)
+
+
+def _good(done: pd.DataFrame, ttft_ms: pd.Series, tpot_ms: pd.Series, slo: SLOConfig) -> int:
+    ok = np.ones(len(done), dtype=bool)
+    if slo.ttft_ms is not None:
+        ok &= (ttft_ms <= slo.ttft_ms).to_numpy()
+    if slo.tpot_ms is not None:
+        ok &= (tpot_ms.fillna(0.0) <= slo.tpot_ms).to_numpy()
+    if slo.e2el_ms is not None:
+        ok &= ((done["finish_s"] - done["arrival_s"]) * 1e3 <= slo.e2el_ms).to_numpy()
+    return int(ok.sum())
+
+
+def _memory_stats(steps: pd.DataFrame, total_blocks: int, out: dict[str, float | None]) -> None:
+    w = steps["duration_s"].to_numpy()
+    if len(steps) == 0 or w.sum() <= 0:
+        return
+    used = steps["blocks_used"].to_numpy() / total_blocks
+    out["mean_kv_usage"] = float(np.average(used, weights=w))
+    out["peak_kv_usage"] = float(used.max())
+    slots = steps[list(WASTE_COLUMNS)].to_numpy(dtype=np.float64)
+    fractions = (slots * w[:, None]).sum(axis=0) / (slots.sum(axis=1) * w).sum()
+    for name, frac in zip(WASTE_COLUMNS, fractions, strict=True):
+        out[f"mean_{name.removesuffix('_slots')}_frac"] = float(frac)
+
+
+def summarize(frames: RunFrames, slo: SLOConfig, total_blocks: int) -> dict[str, float | None]:
+    """The run's summary: counts, throughput, goodput, latency percentiles, KV figures."""
+    req, steps = frames.requests, frames.steps
+    done = req[req["status"] == "finished"]
+    out: dict[str, float | None] = {
+        "num_requests": len(req),
+        "completed": len(done),
+        "rejected": int((req["status"] == "rejected").sum()),
+        "aborted": int((req["status"] == "aborted").sum()),
+        "truncated": int(done["truncated"].sum()),
+    }
+    duration = float(done["finish_s"].max() - req["arrival_s"].min()) if len(done) else 0.0
+    out["duration_s"] = duration
+    rate = 1.0 / duration if duration > 0 else 0.0
+    ttft_ms = (done["first_token_s"] - done["arrival_s"]) * 1e3
+    multi = done["generated_tokens"] > 1
+    tpot_ms = ((done["finish_s"] - done["first_token_s"]) * 1e3 / (done["generated_tokens"] - 1))
+    tpot_ms = tpot_ms.where(multi)
+    out["request_throughput"] = len(done) * rate
+    out["output_throughput"] = float(done["generated_tokens"].sum()) * rate
+    out["total_token_throughput"] = float(
+        done["prompt_tokens"].sum() + done["generated_tokens"].sum()
+    ) * rate
+    has_slo = any(v is not None for v in (slo.ttft_ms, slo.tpot_ms, slo.e2el_ms))
+    out["request_goodput"] = _good(done, ttft_ms, tpot_ms, slo) * rate if has_slo else None
+    _latency_stats("ttft", ttft_ms.to_numpy(), out)
+    _latency_stats("tpot", tpot_ms.dropna().to_numpy(), out)
+    _itl_stats(frames.itl, out)
+    _latency_stats("e2el", ((done["finish_s"] - done["arrival_s"]) * 1e3).to_numpy(), out)
+    queue_ms = ((done["first_scheduled_s"] - done["arrival_s"]) * 1e3).to_numpy()
+    out["mean_queue_ms"] = float(queue_ms.mean()) if len(queue_ms) else None
+    out["num_steps"] = len(steps)
+    out["preemptions"] = int(req["preemptions"].sum())
+    out["recomputed_tokens"] = int(req["recomputed_tokens"].sum())
+    out["swap_gib"] = float(req["swapped_bytes"].sum()) / GIB
+    _memory_stats(steps, total_blocks, out)
+    return out

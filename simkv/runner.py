@@ -1,0 +1,167 @@
+"""Library entry point of one run: config → workload → engine → frames → summary → files.
+
+The CLI and the sweep executors call :func:`simulate` and :func:`write_run`; nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simkv.config.policy import OrcaConfig, StaticConfig, VllmV0Config, VllmV1Config
+from simkv.config.sim import GIB, SimConfig, dump_resolved
+from simkv.engine.capacity import InsufficientMemory, blocks_from_bytes, kv_capacity_blocks
+from simkv.engine.contiguous_kv import ContiguousKV
+from simkv.engine.cost_model import build_cost_model
+from simkv.engine.engine import Engine, EngineLimits
+from simkv.engine.orca import OrcaScheduler
+from simkv.engine.paged_kv import PagedKV
+from simkv.engine.scheduler import Scheduler
+from simkv.engine.static import StaticScheduler
+from simkv.engine.vllm_v0 import VllmV0Scheduler
+from simkv.engine.vllm_v1 import VllmV1Scheduler
+from simkv.errors import InputError
+from simkv.metrics.recorder import Recorder, RunFrames
+from simkv.metrics.summary import summarize
+from simkv.workload.build import build_workload
+
+
+@dataclass(frozen=True, slots=True)
+class KVSizing:
+    """The KV pool a config resolves to (per GPU of the tensor-parallel group)."""
+
+    num_blocks: int
+    block_size: int
+    block_bytes: int
+    swap_blocks: int
+
+    @property
+    def token_slots(self) -> int:
+        return self.num_blocks * self.block_size
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """Everything one run produced."""
+
+    config: SimConfig
+    sizing: KVSizing
+    frames: RunFrames
+    summary: dict[str, float | None]
+    wall_s: float
+
+
+def kv_sizing(cfg: SimConfig) -> KVSizing:
+    """Resolve the KV pool: given blocks, given GiB, or derived from GPU memory."""
+    kv, tp, model = cfg.kv_cache, cfg.parallel.tensor_parallel, cfg.model
+    try:
+        if kv.num_blocks is not None:
+            blocks = kv.num_blocks
+        elif kv.capacity_gib is not None:
+            blocks = blocks_from_bytes(
+                int(kv.capacity_gib * GIB), model, tensor_parallel=tp, block_size=kv.block_size
+            )
+        else:
+            blocks = kv_capacity_blocks(
+                model, cfg.gpu, tensor_parallel=tp, block_size=kv.block_size,
+                gpu_memory_utilization=kv.gpu_memory_utilization,
+                activation_reserve_bytes=int(kv.activation_reserve_gib * GIB),
+            )  # fmt: skip
+    except InsufficientMemory as err:
+        raise InputError(str(err), field="kv_cache") from None
+    block_bytes = kv.block_size * model.kv_bytes_per_token // tp
+    swap_blocks = int(kv.swap_space_gib * GIB) // block_bytes
+    return KVSizing(blocks, kv.block_size, block_bytes, swap_blocks)
+
+
+def _check_fits_max_len(cfg: SimConfig, sizing: KVSizing) -> None:
+    """As vLLM at start-up: one request of ``max_model_len`` tokens must fit in the KV cache."""
+    paged = cfg.scheduler.kind in ("vllm_v1", "vllm_v0")
+    if paged and sizing.token_slots < cfg.model.max_model_len:
+        raise InputError(
+            f"the KV cache holds {sizing.token_slots} tokens ({sizing.num_blocks} blocks of "
+            f"{sizing.block_size}), less than max_model_len {cfg.model.max_model_len}; give it "
+            "more memory or lower model.max_model_len",
+            field="kv_cache",
+        )
+
+
+def build_scheduler(cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> Scheduler:
+    """The scheduler named by ``cfg.scheduler.kind`` over its KV memory."""
+    sched = cfg.scheduler
+    if isinstance(sched, VllmV1Config | VllmV0Config):
+        kv = PagedKV(
+            sizing.num_blocks, sizing.block_size, reuse=cfg.kv_cache.reuse,
+            swap_blocks=sizing.swap_blocks, block_bytes=sizing.block_bytes,
+        )  # fmt: skip
+        if isinstance(sched, VllmV1Config):
+            return VllmV1Scheduler(sched, cfg.preemption, kv, recorder)
+        return VllmV0Scheduler(
+            sched, cfg.preemption, kv, recorder, max_model_len=cfg.model.max_model_len
+        )
+    policy = sched.reservation if isinstance(sched, OrcaConfig) else "max"
+    ckv = ContiguousKV(sizing.token_slots, policy, cfg.model.max_model_len)
+    if isinstance(sched, StaticConfig):
+        return StaticScheduler(sched, ckv, recorder)
+    return OrcaScheduler(sched, ckv, recorder)
+
+
+ProgressFn = Callable[[int, int], None]
+
+
+def simulate(
+    cfg: SimConfig,
+    base_dir: Path,
+    *,
+    progress: ProgressFn | None = None,
+    check_invariants: bool = False,
+) -> RunOutput:
+    """Run one simulation; deterministic for a given config (its ``seed`` included)."""
+    started = time.perf_counter()
+    rng = np.random.default_rng(cfg.seed)
+    workload = build_workload(cfg.workload, rng, base_dir)
+    sizing = kv_sizing(cfg)
+    _check_fits_max_len(cfg, sizing)
+    cost = build_cost_model(
+        cfg.cost_model, cfg.model, cfg.gpu, tensor_parallel=cfg.parallel.tensor_parallel,
+        block_size=sizing.block_size, base_dir=base_dir,
+    )  # fmt: skip
+    recorder = Recorder()
+    scheduler = build_scheduler(cfg, sizing, recorder)
+    limits = EngineLimits(max_model_len=cfg.model.max_model_len, block_size=sizing.block_size)
+    engine = Engine(
+        workload, scheduler, cost, recorder, limits,
+        check_invariants=check_invariants, progress=progress,
+    )  # fmt: skip
+    engine.run()
+    frames = recorder.frames()
+    capacity = sizing.num_blocks
+    if cfg.scheduler.kind in ("static", "orca"):
+        capacity = sizing.token_slots  # contiguous memory is accounted in slots
+    summary = summarize(frames, cfg.slo, capacity)
+    return RunOutput(cfg, sizing, frames, summary, time.perf_counter() - started)
+
+
+def write_run(out: RunOutput, out_dir: Path) -> list[Path]:
+    """Write the run's files into ``out_dir``; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "requests": out_dir / "requests.parquet",
+        "steps": out_dir / "steps.parquet",
+        "itl": out_dir / "itl.parquet",
+        "summary": out_dir / "summary.json",
+        "config": out_dir / "config.resolved.yaml",
+    }
+    out.frames.requests.to_parquet(paths["requests"], index=False)
+    out.frames.steps.to_parquet(paths["steps"], index=False)
+    out.frames.itl.to_parquet(paths["itl"], index=False)
+    sizing = {"kv_num_blocks": out.sizing.num_blocks, "kv_block_bytes": out.sizing.block_bytes,
+              "kv_swap_blocks": out.sizing.swap_blocks, "kv_token_slots": out.sizing.token_slots}
+    paths["summary"].write_text(json.dumps({**out.summary, **sizing}, indent=2) + "\n")
+    paths["config"].write_text(dump_resolved(out.config))
+    return list(paths.values())

@@ -1,0 +1,145 @@
+"""Turn a validated workload config into a :class:`Workload`.
+
+Random draws happen in a fixed order — arrivals, prompt lengths, output lengths, priorities — so
+the same config and seed always give identical arrays.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from simkv.config.workload import (
+    ArrivalConfig,
+    ConstantArrival,
+    EmpiricalLength,
+    FixedLength,
+    GammaArrival,
+    LengthConfig,
+    LognormalLength,
+    NormalLength,
+    PriorityConfig,
+    SyntheticWorkload,
+    TraceWorkload,
+    UniformLength,
+    WorkloadConfig,
+    ZipfLength,
+)
+from simkv.errors import InputError
+from simkv.workload import arrivals, lengths
+from simkv.workload.request import Workload
+from simkv.workload.traces import ArrivalSampler, ColumnMap, read_trace
+
+
+def _resolve(path: Path, base_dir: Path) -> Path:
+    return path if path.is_absolute() else base_dir / path
+
+
+def sample_arrivals(
+    cfg: ArrivalConfig,
+    rng: np.random.Generator,
+    *,
+    n: int | None = None,
+    duration_s: float | None = None,
+) -> np.ndarray:
+    """Arrival times (s) of the configured process: ``n`` of them, or all before ``duration_s``."""
+    rate: float | arrivals.RateSchedule
+    if cfg.schedule is not None:
+        rate = arrivals.RateSchedule.from_pairs(cfg.schedule)
+    else:
+        assert cfg.rate is not None  # the config validates "rate xor schedule"
+        rate = cfg.rate
+    if isinstance(cfg, GammaArrival):
+        return arrivals.gamma(rng, rate, cv=cfg.cv, n=n, duration_s=duration_s)
+    if isinstance(cfg, ConstantArrival):
+        return arrivals.constant(rng, rate, n=n, duration_s=duration_s)
+    return arrivals.poisson(rng, rate, n=n, duration_s=duration_s)
+
+
+def sample_lengths(
+    cfg: LengthConfig, rng: np.random.Generator, n: int, base_dir: Path
+) -> np.ndarray:
+    """``n`` lengths (int64 tokens ≥ 1) from the configured distribution."""
+    clip = {"min_tokens": cfg.min, "max_tokens": cfg.max}
+    match cfg:
+        case FixedLength():
+            return lengths.fixed(rng, n, cfg.value, **clip)
+        case UniformLength():
+            return lengths.uniform(rng, n, cfg.low, cfg.high, **clip)
+        case NormalLength():
+            return lengths.normal(rng, n, cfg.mean, cfg.std, **clip)
+        case LognormalLength():
+            if cfg.mu is not None and cfg.sigma is not None:
+                mu, sigma = cfg.mu, cfg.sigma
+            else:
+                mu, sigma = lengths.lognormal_params(cfg.mean, cfg.median)  # type: ignore[arg-type]
+            return lengths.lognormal(rng, n, mu, sigma, **clip)
+        case ZipfLength():
+            return lengths.zipf(rng, n, cfg.a, cfg.low, cfg.high, **clip)
+        case EmpiricalLength():
+            path = _resolve(cfg.path, base_dir)
+            return lengths.empirical(rng, n, path, cfg.column, **clip)
+    raise TypeError(f"unknown length config {type(cfg).__name__}")
+
+
+def sample_priorities(cfg: PriorityConfig | None, rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` priorities (int64); all 0 when ``cfg`` is None (and no random draw is made)."""
+    if cfg is None:
+        return np.zeros(n, np.int64)
+    weights = None
+    if cfg.weights is not None:
+        weights = np.asarray(cfg.weights, dtype=np.float64)
+        weights = weights / weights.sum()
+    return rng.choice(np.asarray(cfg.values, dtype=np.int64), size=n, p=weights)
+
+
+def _synthetic(cfg: SyntheticWorkload, rng: np.random.Generator, base_dir: Path) -> Workload:
+    arrival_s = sample_arrivals(cfg.arrival, rng, n=cfg.num_requests, duration_s=cfg.duration_s)
+    n = len(arrival_s)
+    if n == 0:
+        raise InputError(
+            f"no request arrives within duration_s={cfg.duration_s}", field="duration_s"
+        )
+    return Workload(
+        arrival_s,
+        sample_lengths(cfg.prompt_tokens, rng, n, base_dir),
+        sample_lengths(cfg.output_tokens, rng, n, base_dir),
+        sample_priorities(cfg.priority, rng, n),
+        f"synthetic: {n} requests, {cfg.arrival.kind} arrivals",
+    )
+
+
+def _trace(cfg: TraceWorkload, rng: np.random.Generator, base_dir: Path) -> Workload:
+    sampler: ArrivalSampler | None = None
+    if cfg.arrival is not None:
+        arrival_cfg = cfg.arrival
+
+        def sampler(n: int) -> np.ndarray:
+            return sample_arrivals(arrival_cfg, rng, n=n)
+
+    columns = None
+    if cfg.columns is not None:
+        columns = ColumnMap(**cfg.columns.model_dump())
+    return read_trace(
+        _resolve(cfg.path, base_dir),
+        format=cfg.format,
+        columns=columns,
+        arrival=sampler,
+        time_scale=cfg.time_scale,
+        rate=cfg.rate,
+        limit=cfg.limit,
+        start_s=cfg.start_s,
+        end_s=cfg.end_s,
+    )
+
+
+def build_workload(cfg: WorkloadConfig, rng: np.random.Generator, base_dir: Path) -> Workload:
+    """The workload described by ``cfg``; relative paths are resolved against ``base_dir``.
+
+    Raises :class:`simkv.errors.InputError` for unreadable or bad trace/empirical files and for
+    a synthetic duration in which no request arrives.
+    """
+    if isinstance(cfg, TraceWorkload):
+        return _trace(cfg, rng, base_dir)
+    return _synthetic(cfg, rng, base_dir)

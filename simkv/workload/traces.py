@@ -1,0 +1,400 @@
+"""Trace readers: Azure LLM inference CSV, Mooncake JSONL, lengths-only CSV, generic CSV/JSONL.
+
+Files are parsed with vectorised pandas/numpy; when a value is bad, the first bad row is located
+and reported as :class:`simkv.errors.InputError` with ``file:line column`` (line = 1-based
+physical line of the file; a CSV header is line 1). Rows are sorted by arrival, stably.
+Arrival times are seconds: Azure wall-clock stamps become offsets from the earliest stamp;
+Mooncake (ms) and generic arrival columns are kept as relative times, not re-based.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from simkv.errors import InputError
+from simkv.workload.request import Workload
+
+TraceFormat = Literal["auto", "azure", "mooncake", "lengths", "generic"]
+#: ``n -> arrival_s`` (n non-decreasing times) for traces read without timestamps.
+ArrivalSampler = Callable[[int], np.ndarray]
+
+AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+MOONCAKE = ("timestamp", "input_length", "output_length")
+SHAREGPT = ("num_prefill_tokens", "num_decode_tokens")
+GENERIC = ("prompt_tokens", "output_tokens")
+_KNOWN = (
+    f"Azure ({', '.join(AZURE)}), Mooncake ({', '.join(MOONCAKE)}), "
+    f"ShareGPT lengths ({', '.join(SHAREGPT)}) or generic ({', '.join(GENERIC)})"
+)
+
+
+@dataclass(frozen=True)
+class ColumnMap:
+    """Which file column holds each request field of a generic trace.
+
+    At most one of ``arrival_s`` (seconds) and ``arrival_ms`` (milliseconds); neither means the
+    trace has no timestamps. ``priority`` None means every request has priority 0.
+    """
+
+    prompt_tokens: str
+    output_tokens: str
+    arrival_s: str | None
+    arrival_ms: str | None
+    priority: str | None
+
+
+@dataclass(frozen=True)
+class LengthsTable:
+    """Token lengths of a trace in file order; ``output_tokens`` is 0 for single-length files."""
+
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    source: str
+
+    @property
+    def total_tokens(self) -> np.ndarray:
+        """prompt + output tokens per request (int64)."""
+        return self.prompt_tokens + self.output_tokens
+
+
+def _problem(value: object, minimum: float, integer: bool) -> str:
+    """Why one raw cell is not a number ≥ ``minimum`` (integral if ``integer``)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or str(value).strip() == "":
+        return "missing value"
+    shown = repr(value) if isinstance(value, str) else str(getattr(value, "item", lambda: value)())
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return f"not a number: {shown}"
+    if not np.isfinite(number):
+        return f"not a finite number: {shown}"
+    if integer and number != int(number):
+        return f"not an integer: {shown}"
+    return f"must be ≥ {minimum:g}, got {shown}"
+
+
+@dataclass(frozen=True)
+class _Table:
+    """Raw rows of a CSV/JSONL file without blank lines; ``lines[i]`` is row i's file line."""
+
+    path: Path
+    frame: pd.DataFrame
+    lines: np.ndarray
+    header_line: int
+
+    def has(self, *names: str) -> bool:
+        return all(name in self.frame.columns for name in names)
+
+    def fail(self, row: int, column: str, message: str) -> InputError:
+        return InputError(message, file=self.path, line=int(self.lines[row]), field=column)
+
+    def column(self, name: str) -> pd.Series:
+        if name not in self.frame.columns:
+            found = ", ".join(map(str, self.frame.columns))
+            message = f"missing column {name!r} (columns found: {found})"
+            raise InputError(message, file=self.path, line=self.header_line, field=name)
+        return self.frame[name]
+
+    def numbers(self, name: str, *, minimum: float, integer: bool) -> np.ndarray:
+        """Column ``name`` as float64, every value finite, ≥ minimum (and integral)."""
+        raw = self.column(name)
+        values = pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+        bad = ~np.isfinite(values) | (values < minimum)
+        if integer:
+            bad |= values != np.floor(values)
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise self.fail(row, name, _problem(raw.iloc[row], minimum, integer))
+        return values
+
+    def ints(self, name: str, minimum: int = 1) -> np.ndarray:
+        return self.numbers(name, minimum=minimum, integer=True).astype(np.int64)
+
+
+def _open_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
+    except UnicodeDecodeError:
+        raise InputError("cannot read: not UTF-8 text", file=path) from None
+
+
+def _first_data_line(text: str) -> int:
+    """1-based line of the first non-blank line after the header."""
+    rows = text.splitlines()
+    return next((i + 1 for i in range(1, len(rows)) if rows[i].strip()), 2)
+
+
+def _parse_csv(path: Path, text: str) -> pd.DataFrame:
+    try:
+        with warnings.catch_warnings():
+            # pandas only warns (and drops data) when the first row has more fields than the header
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            return pd.read_csv(io.StringIO(text), skip_blank_lines=False, index_col=False)
+    except pd.errors.EmptyDataError:
+        raise InputError("empty trace: no header and no requests", file=path) from None
+    except pd.errors.ParserWarning:
+        message = "malformed CSV: more fields than the header"
+        raise InputError(message, file=path, line=_first_data_line(text)) from None
+    except pd.errors.ParserError as err:
+        found = re.search(r"line (\d+)", str(err))
+        line = int(found.group(1)) if found else None
+        raise InputError(f"malformed CSV: {err}".strip(), file=path, line=line) from None
+
+
+def _csv_table(path: Path, text: str) -> _Table:
+    frame = _parse_csv(path, text)
+    frame.columns = [str(c).strip() for c in frame.columns]
+    empty = frame.isna()
+    for name in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[name]):
+            empty[name] |= frame[name].astype(str).str.strip().eq("")
+    keep = ~empty.all(axis=1).to_numpy()
+    lines = np.flatnonzero(keep) + 2
+    return _Table(path, frame[keep].reset_index(drop=True), lines, header_line=1)
+
+
+def _jsonl_table(path: Path, text: str) -> _Table:
+    records: list[dict] = []
+    lines: list[int] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputError(f"invalid JSON: {err.msg}", file=path, line=number) from None
+        if not isinstance(record, dict):
+            raise InputError("expected a JSON object per line", file=path, line=number)
+        records.append(record)
+        lines.append(number)
+    first = lines[0] if lines else 1
+    return _Table(path, pd.DataFrame(records), np.asarray(lines, np.int64), header_line=first)
+
+
+def _read_table(path: Path) -> _Table:
+    """A CSV or JSONL file (JSONL if its first non-blank character is ``{``), ≥ 1 row."""
+    text = _open_text(path)
+    is_jsonl = text.lstrip().startswith("{")
+    table = _jsonl_table(path, text) if is_jsonl else _csv_table(path, text)
+    if len(table.frame) == 0:
+        raise InputError("empty trace: no requests", file=path)
+    return table
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Parsed request fields in file order; ``arrival_s`` None = the trace has no timestamps."""
+
+    arrival_s: np.ndarray | None
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    priority: np.ndarray | None = None
+
+
+def _azure_seconds(table: _Table) -> np.ndarray:
+    raw = table.column("TIMESTAMP")
+    stamps = pd.to_datetime(raw.astype(str), format="ISO8601", errors="coerce")
+    bad = stamps.isna().to_numpy()
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise table.fail(row, "TIMESTAMP", f"unparsable timestamp {raw.iloc[row]!r}")
+    if getattr(stamps.dt, "tz", None) is not None:
+        stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
+    ns = stamps.astype("datetime64[ns]").to_numpy().view(np.int64)
+    return (ns - ns.min()) / 1e9
+
+
+def _azure(table: _Table, columns: ColumnMap | None) -> _Rows:
+    return _Rows(_azure_seconds(table), table.ints("ContextTokens"), table.ints("GeneratedTokens"))
+
+
+def _mooncake(table: _Table, columns: ColumnMap | None) -> _Rows:
+    arrival_s = table.numbers("timestamp", minimum=0, integer=False) / 1000.0
+    return _Rows(arrival_s, table.ints("input_length"), table.ints("output_length"))
+
+
+def _lengths(table: _Table, columns: ColumnMap | None) -> _Rows:
+    return _Rows(None, table.ints("num_prefill_tokens"), table.ints("num_decode_tokens"))
+
+
+def _default_map(table: _Table) -> ColumnMap:
+    """Generic columns by their simkv names; a clear error when none of the formats fits."""
+    if not table.has(*GENERIC):
+        found = ", ".join(map(str, table.frame.columns))
+        message = f"unknown trace format: expected {_KNOWN} columns; found: {found}"
+        raise InputError(message, file=table.path, line=table.header_line)
+    arrival_s = "arrival_s" if table.has("arrival_s") else None
+    arrival_ms = "arrival_ms" if table.has("arrival_ms") and arrival_s is None else None
+    priority = "priority" if table.has("priority") else None
+    return ColumnMap(*GENERIC, arrival_s=arrival_s, arrival_ms=arrival_ms, priority=priority)
+
+
+def _generic(table: _Table, columns: ColumnMap | None) -> _Rows:
+    cols = columns or _default_map(table)
+    arrival_s = None
+    if cols.arrival_s is not None:
+        arrival_s = table.numbers(cols.arrival_s, minimum=0, integer=False)
+    elif cols.arrival_ms is not None:
+        arrival_s = table.numbers(cols.arrival_ms, minimum=0, integer=False) / 1000.0
+    priority = None
+    if cols.priority is not None:
+        priority = table.numbers(cols.priority, minimum=-np.inf, integer=True).astype(np.int64)
+    prompt, output = table.ints(cols.prompt_tokens), table.ints(cols.output_tokens)
+    return _Rows(arrival_s, prompt, output, priority)
+
+
+_PARSERS: dict[str, Callable[[_Table, ColumnMap | None], _Rows]] = {
+    "azure": _azure,
+    "mooncake": _mooncake,
+    "lengths": _lengths,
+    "generic": _generic,
+}
+
+
+def _detect_format(table: _Table) -> str:
+    """The format whose columns the table has: azure, mooncake, lengths, else generic."""
+    for name, needed in (("azure", AZURE), ("mooncake", MOONCAKE), ("lengths", SHAREGPT)):
+        if table.has(*needed):
+            return name
+    return "generic"
+
+
+def _sorted_workload(rows: _Rows, arrival: ArrivalSampler | None, table: _Table) -> Workload:
+    n = len(rows.prompt_tokens)
+    order = np.arange(n) if rows.arrival_s is None else np.argsort(rows.arrival_s, kind="stable")
+    if arrival is not None:
+        arrival_s = np.asarray(arrival(n), dtype=np.float64)
+    elif rows.arrival_s is not None:
+        arrival_s = rows.arrival_s[order]
+    else:
+        message = "trace has no timestamps (lengths only): set the workload's arrival process"
+        raise InputError(message, file=table.path, field="arrival")
+    priority = np.zeros(n, np.int64) if rows.priority is None else rows.priority[order]
+    return Workload(
+        arrival_s,
+        rows.prompt_tokens[order],
+        rows.output_tokens[order],
+        priority,
+        f"trace {table.path.name}",
+    )
+
+
+def _with_options(
+    workload: Workload,
+    path: Path,
+    *,
+    time_scale: float,
+    rate: float | None,
+    limit: int | None,
+    start_s: float | None,
+    end_s: float | None,
+) -> Workload:
+    """Window [start_s, end_s) re-based to 0, then first ``limit``, then time scaling."""
+    if start_s is not None or end_s is not None:
+        workload = workload.between(start_s, end_s)
+    if limit is not None:
+        workload = workload.take(limit)
+    if len(workload) == 0:
+        raise InputError("no requests left after the window/limit options", file=path)
+    if time_scale != 1.0:
+        workload = workload.time_scaled(time_scale)
+    if rate is not None:
+        observed = workload.mean_rate_per_s
+        if observed is None:
+            message = "cannot rescale to a rate: needs ≥ 2 requests at distinct times"
+            raise InputError(message, file=path, field="rate")
+        workload = workload.time_scaled(observed / rate)
+    return workload
+
+
+def read_trace(
+    path: Path,
+    *,
+    format: TraceFormat = "auto",
+    columns: ColumnMap | None = None,
+    arrival: ArrivalSampler | None = None,
+    time_scale: float = 1.0,
+    rate: float | None = None,
+    limit: int | None = None,
+    start_s: float | None = None,
+    end_s: float | None = None,
+) -> Workload:
+    """Read a trace file into a :class:`Workload` sorted (stably) by arrival.
+
+    ``format="auto"`` picks the format from the header/keys (see :func:`_detect_format`), or
+    generic when ``columns`` is given; ``columns`` maps a generic trace's columns (None =
+    simkv's own column names). ``arrival``,
+    when given, replaces the trace's timestamps after sorting (required when it has none).
+    Options apply in this order: window ``[start_s, end_s)`` in trace seconds, re-based so
+    ``start_s`` is 0; the first ``limit`` requests; ``time_scale`` multiplies every arrival
+    time; ``rate`` rescales times so that (n - 1) / (last - first arrival) equals it.
+    Raises :class:`simkv.errors.InputError` for any bad input.
+    """
+    table = _read_table(Path(path))
+    chosen = format
+    if format == "auto":
+        chosen = "generic" if columns is not None else _detect_format(table)
+    rows = _PARSERS[chosen](table, columns)
+    workload = _sorted_workload(rows, arrival, table)
+    return _with_options(
+        workload,
+        table.path,
+        time_scale=time_scale,
+        rate=rate,
+        limit=limit,
+        start_s=start_s,
+        end_s=end_s,
+    )
+
+
+def read_column(path: Path, column: str) -> np.ndarray:
+    """One column of a CSV/JSONL file as int64 values ≥ 1, in file order."""
+    return _read_table(Path(path)).ints(column)
+
+
+def read_lengths(path: Path, *, column: str | None = None) -> LengthsTable:
+    """Prompt and output lengths of a trace, in file order, without arrival times.
+
+    With ``column``: that column (ints ≥ 1) is the prompt length and outputs are 0. Otherwise
+    the pair of an Azure, Mooncake, ShareGPT or generic trace (prompt ≥ 1, output ≥ 0), else a
+    ``length`` column as with ``column="length"``.
+    """
+    table = _read_table(Path(path))
+    pairs = (AZURE[1:], MOONCAKE[1:], SHAREGPT, GENERIC)
+    pair = next((p for p in pairs if column is None and table.has(*p)), None)
+    if pair is not None:
+        prompt, output = table.ints(pair[0]), table.ints(pair[1], minimum=0)
+    else:
+        prompt = table.ints(column or "length")
+        output = np.zeros(len(prompt), np.int64)
+    return LengthsTable(prompt, output, f"lengths of {table.path.name}")
+
+
+def read_mooncake_hash_ids(path: Path) -> list[np.ndarray]:
+    """Per-request prefix block hash ids (int64) of a Mooncake trace.
+
+    Ordered like ``read_trace(path)`` (stable sort by timestamp), so entry i belongs to request i
+    of that workload before any window/limit option.
+    """
+    table = _read_table(Path(path))
+    arrival_ms = table.numbers("timestamp", minimum=0, integer=False)
+    ids = table.column("hash_ids")
+    out: list[np.ndarray] = []
+    for row in np.argsort(arrival_ms, kind="stable"):
+        value = ids.iloc[row]
+        if not isinstance(value, list) or not all(type(v) is int for v in value):
+            raise table.fail(int(row), "hash_ids", "expected a list of integers")
+        out.append(np.asarray(value, dtype=np.int64))
+    return out

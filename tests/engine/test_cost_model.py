@@ -1,0 +1,215 @@
+"""Roofline and table cost models against hand-computed times (seconds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from simkv.config.cost import CostConfig, RooflineCostConfig, TableCostConfig
+from simkv.config.hardware import load_gpu_preset, load_model_preset
+from simkv.engine.cost_model import (
+    RooflineCostModel,
+    StepWork,
+    TableCostModel,
+    build_cost_model,
+    chunk_attention_pairs,
+)
+from simkv.errors import InputError
+
+OPT = load_model_preset("opt-13b")  # 40 layers, hidden 5120, 819_200 KV bytes per token
+A100 = load_gpu_preset("a100-40gb")  # 312 TFLOP/s, 1555 GB/s, PCIe 32 GB/s, NVLink 300 GB/s
+ROOF = RooflineCostConfig()
+WEIGHT_BYTES = 12_853_473_280 * 2
+NONEMBED_PARAMS = 12_853_473_280 - 50_272 * 5_120
+FLOP_RATE = 312e12 * 0.6
+BYTE_RATE = 1555e9 * 0.8
+KV = 819_200
+
+
+def roofline(tp: int = 1, block_size: int = 16) -> RooflineCostModel:
+    return RooflineCostModel(ROOF, OPT, A100, tensor_parallel=tp, block_size=block_size)
+
+
+# eight sequences decoding their 512th token: each attends to and reads 512 tokens
+DECODE = StepWork(
+    prefill_tokens=0, decode_tokens=8, attention_pairs=8 * 512, kv_read_tokens=8 * 512, num_seqs=8
+)
+# one 2048-token prompt from scratch: causal pairs 2048·2049/2
+PREFILL = StepWork(
+    prefill_tokens=2048,
+    decode_tokens=0,
+    attention_pairs=2048 * 2049 // 2,
+    kv_read_tokens=2048,
+    num_seqs=1,
+)
+
+
+def test_chunk_attention_pairs() -> None:
+    assert chunk_attention_pairs(3, 5) == 3 * 5 + 6
+    assert chunk_attention_pairs(1, 511) == 512
+    assert chunk_attention_pairs(2048, 0) == PREFILL.attention_pairs
+
+
+def test_decode_step_is_memory_bound() -> None:
+    compute = (2 * NONEMBED_PARAMS * 8 + 4 * 40 * 5120 * 4096) / FLOP_RATE
+    memory = (WEIGHT_BYTES + 8 * KV + 4096 * KV) / BYTE_RATE
+    assert compute < memory
+    assert roofline().step_time_s(DECODE) == pytest.approx(0.002 + memory, rel=1e-12)
+    assert roofline().step_time_s(DECODE) == pytest.approx(0.0253673, abs=1e-7)
+
+
+def test_prefill_step_is_compute_bound() -> None:
+    compute = (2 * NONEMBED_PARAMS * 2048 + 4 * 40 * 5120 * 2_098_176) / FLOP_RATE
+    memory = (WEIGHT_BYTES + 2048 * KV + 2048 * KV) / BYTE_RATE
+    assert memory < compute
+    assert roofline().step_time_s(PREFILL) == pytest.approx(0.002 + compute, rel=1e-12)
+    assert roofline().step_time_s(PREFILL) == pytest.approx(0.2867883, abs=1e-7)
+
+
+def test_tensor_parallel_adds_all_reduce() -> None:
+    memory = (WEIGHT_BYTES / 2 + 8 * KV / 2 + 4096 * KV / 2) / BYTE_RATE
+    # two ring all-reduces per layer of 8 tokens · 5120 · 2 bytes, ring factor 2(2−1)/2 = 1
+    allreduce = 2 * 40 * (10e-6 + 1.0 * 8 * 5120 * 2 / (300e9 * 0.7))
+    got = roofline(tp=2).step_time_s(DECODE)
+    assert got == pytest.approx(0.002 + memory + allreduce, rel=1e-12)
+    assert got - 0.002 - memory == pytest.approx(8.312076e-4, rel=1e-6)
+
+
+def test_small_blocks_slow_the_kv_read_only() -> None:
+    read_16 = 4096 * KV / BYTE_RATE
+    read_4 = 4096 * KV / (1555e9 * 0.8 * 0.5)  # (4/16) ** 0.5 = 0.5
+    slower = roofline(block_size=4).step_time_s(DECODE) - roofline().step_time_s(DECODE)
+    assert slower == pytest.approx(read_4 - read_16, rel=1e-9)
+    assert roofline(block_size=32).step_time_s(DECODE) == roofline().step_time_s(DECODE)
+
+
+def test_empty_step_and_negative_counts_are_rejected() -> None:
+    empty = StepWork(
+        prefill_tokens=0, decode_tokens=0, attention_pairs=0, kv_read_tokens=0, num_seqs=0
+    )
+    with pytest.raises(ValueError, match="empty step"):
+        roofline().step_time_s(empty)
+    with pytest.raises(ValueError, match="negative count"):
+        StepWork(
+            prefill_tokens=-1, decode_tokens=1, attention_pairs=1, kv_read_tokens=1, num_seqs=1
+        )
+
+
+def test_swap_time_grows_per_block_and_penalises_small_blocks() -> None:
+    per_block_16 = 20e-6 + 16 * KV / (32e9 * 0.8)  # 20 µs + 512 µs
+    model = roofline()
+    assert model.swap_time_s(0) == 0.0
+    assert model.swap_time_s(1) == pytest.approx(per_block_16, rel=1e-12)
+    assert model.swap_time_s(3) == pytest.approx(3 * 5.32e-4, rel=1e-12)
+    # the same 16 tokens in 16 blocks of 1 pay the per-block latency 16 times
+    assert roofline(block_size=1).swap_time_s(16) == pytest.approx(16 * (20e-6 + 3.2e-5))
+    assert roofline(tp=2).swap_time_s(1) == pytest.approx(20e-6 + 8 * KV / 2.56e10)
+    with pytest.raises(ValueError, match="num_blocks"):
+        model.swap_time_s(-1)
+
+
+def test_copy_time_reads_and_writes_each_block() -> None:
+    assert roofline().copy_time_s(5) == pytest.approx(5 * 2 * 16 * KV / BYTE_RATE, rel=1e-12)
+
+
+def test_cost_config_union_is_selected_by_kind() -> None:
+    adapter = TypeAdapter(CostConfig)
+    assert adapter.validate_python({"kind": "roofline"}) == ROOF
+    table = adapter.validate_python({"kind": "table", "path": "t.csv", "swap_block_latency_us": 5})
+    assert isinstance(table, TableCostConfig)
+    assert table.swap_block_latency_us == 5.0
+    bad_configs = [
+        {"kind": "magic"},
+        {"path": "t.csv"},
+        {"kind": "roofline", "compute_efficiency": 2},
+    ]
+    for bad in bad_configs:
+        with pytest.raises(ValidationError):
+            adapter.validate_python(bad)
+
+
+# --------------------------------------------------------------------------------------------
+# table
+
+
+def table_model(tmp_path: Path, text: str, name: str = "steps.csv") -> TableCostModel:
+    (tmp_path / name).write_text(text)
+    cfg = TableCostConfig(path=Path(name))
+    model = build_cost_model(cfg, OPT, A100, tensor_parallel=1, block_size=16, base_dir=tmp_path)
+    assert isinstance(model, TableCostModel)
+    return model
+
+
+def tokens(n: int, kv_read: int = 0) -> StepWork:
+    return StepWork(
+        prefill_tokens=n, decode_tokens=0, attention_pairs=n, kv_read_tokens=kv_read, num_seqs=1
+    )
+
+
+def test_table_interpolates_and_extrapolates_in_num_tokens(tmp_path: Path) -> None:
+    model = table_model(tmp_path, "step_time_ms,num_tokens\n20,116\n10,16\n30,316\n")
+    assert model.step_time_s(tokens(66)) == pytest.approx(0.015)
+    assert model.step_time_s(tokens(216)) == pytest.approx(0.025)
+    assert model.step_time_s(tokens(116)) == pytest.approx(0.020)
+    assert model.step_time_s(tokens(1)) == pytest.approx(0.010)  # clamped below
+    assert model.step_time_s(tokens(516)) == pytest.approx(0.040)  # last slope 0.05 ms/token
+    with pytest.raises(ValueError, match="empty step"):
+        model.step_time_s(tokens(0))
+
+
+def test_table_extrapolation_never_decreases(tmp_path: Path) -> None:
+    model = table_model(tmp_path, "num_tokens,step_time_ms\n16,10\n116,20\n316,15\n")
+    assert model.step_time_s(tokens(416)) == pytest.approx(0.015)
+
+
+def test_table_is_bilinear_over_a_grid(tmp_path: Path) -> None:
+    text = "num_tokens,kv_read_tokens,step_time_ms\n10,0,5\n110,0,15\n10,1000,9\n110,1000,29\n"
+    model = table_model(tmp_path, text)
+    assert model.step_time_s(tokens(60, 500)) == pytest.approx(0.0145)  # (10 + 19) / 2
+    assert model.step_time_s(tokens(60, 0)) == pytest.approx(0.010)
+    # beyond both axes: rows give 25 and 49 at 210 tokens, then 49 + 0.024 · 1000
+    assert model.step_time_s(tokens(210, 2000)) == pytest.approx(0.073)
+
+
+def test_table_shares_swap_parameters_with_roofline(tmp_path: Path) -> None:
+    model = table_model(tmp_path, "num_tokens,step_time_ms\n1,1\n")
+    assert model.swap_time_s(2) == roofline().swap_time_s(2)
+    assert model.copy_time_s(2) == roofline().copy_time_s(2)
+    assert model.step_time_s(tokens(999)) == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        ("num_tokens,step_time_ms\n1,10\n2,abc\n", ":3 step_time_ms", "expected a positive"),
+        ("num_tokens,step_time_ms\n1,10\n\n2,0\n", ":4 step_time_ms", "got '0'"),
+        ("num_tokens,step_time_ms\n-1,10\n", ":2 num_tokens", "non-negative number"),
+        ("num_tokens,step_time_ms\n1,10\n1,12\n", ":3 num_tokens", "duplicate row"),
+        ("num_tokens,step_time_ms\n1,10,3\n", ":2", "expected 2 fields, got 3"),
+        ("num_tokens,latency\n", ":1 latency", "unknown column"),
+        ("num_tokens\n", ":1 step_time_ms", "missing column"),
+        ("", ":1 num_tokens", "missing column"),
+        ("num_tokens,step_time_ms\n", ":1", "no data rows"),
+        (
+            "num_tokens,kv_read_tokens,step_time_ms\n1,0,1\n2,0,2\n1,5,3\n",
+            " kv_read_tokens",
+            "no row for num_tokens=2 with kv_read_tokens=5",
+        ),
+    ],
+)
+def test_bad_csv_is_an_input_error_with_location(
+    tmp_path: Path, text: str, where: str, message: str
+) -> None:
+    with pytest.raises(InputError) as err:
+        table_model(tmp_path, text)
+    path = str(tmp_path / "steps.csv")
+    assert str(err.value).startswith(f"{path}{where}: ")
+    assert message in str(err.value)
+
+
+def test_missing_table_file(tmp_path: Path) -> None:
+    cfg = TableCostConfig(path=tmp_path / "absent.csv")
+    with pytest.raises(InputError, match=r"absent\.csv: cannot read"):
+        build_cost_model(cfg, OPT, A100, tensor_parallel=1, block_size=16, base_dir=Path("/"))
