@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test lint install clean
+.PHONY: demo waste test bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,13 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
+	$(BIN)/simkv run configs/quickstart.yaml
+
+waste: $(STAMP)
 	$(BIN)/simkv waste traces/azure2023/AzureLLMInferenceTrace_conv.csv
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/engine_speed.py
 
 test: $(STAMP)
 	$(BIN)/ruff check simkv tests benchmarks

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from simkv.analysis.waste_study import WasteParams, WasteStudy, make_params, run_waste_study
 from simkv.errors import InputError
+from simkv.progress import stderr_progress
 from simkv.workload.traces import read_lengths
 
 app = typer.Typer(pretty_exceptions_enable=False, no_args_is_help=True, add_completion=False)
@@ -79,7 +80,87 @@ def waste(
         )
         study = run_waste_study(read_lengths(trace, column=column), params)
     except InputError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(code=2) from None
+        raise _fail(err) from None
     out_dir = out or Path("reports") / f"waste-{trace.stem}"
     _print_study(study, study.write_csv(out_dir) + write_waste_figures(study, out_dir))
+
+
+def _fail(err: InputError) -> typer.Exit:
+    typer.echo(f"error: {err}", err=True)
+    return typer.Exit(code=2)
+
+
+def _print_summary(summary: dict[str, float | None], title: str) -> None:
+    table = Table("metric", "value", title=title)
+    for key, value in summary.items():
+        if value is None:
+            text = "—"
+        else:
+            text = f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
+        table.add_row(key, text)
+    Console(highlight=False).print(table)
+
+
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a config value: key.path=value (repeatable)."),
+]
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory [default: reports/<run name>]")
+    ] = None,
+    set_: SetOption = None,
+    check: Annotated[
+        bool, typer.Option(help="Check every KV invariant after every step (slow).")
+    ] = False,
+) -> None:
+    """Simulate one config; write frames, summary, resolved config and report.html."""
+    from simkv.config.sim import load_config
+    from simkv.runner import simulate, write_run
+
+    try:
+        cfg = load_config(config, set_ or [])
+        with stderr_progress(f"simulating {cfg.name}") as progress:
+            result = simulate(cfg, config.parent, progress=progress, check_invariants=check)
+    except InputError as err:
+        raise _fail(err) from None
+    out_dir = out or Path("reports") / cfg.name
+    paths = write_run(result, out_dir)
+    _print_summary(result.summary, f"{cfg.name}: {result.wall_s:.2f} s wall")
+    for path in paths:
+        typer.echo(f"wrote {path}")
+
+
+@app.command()
+def validate(
+    config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
+    set_: SetOption = None,
+) -> None:
+    """Validate a run config and print it fully resolved (every default and preset value)."""
+    from simkv.config.sim import dump_resolved, load_config
+    from simkv.runner import kv_sizing
+
+    try:
+        cfg = load_config(config, set_ or [])
+        sizing = kv_sizing(cfg)
+    except InputError as err:
+        raise _fail(err) from None
+    typer.echo(dump_resolved(cfg), nl=False)
+    typer.echo(
+        f"# KV cache: {sizing.num_blocks} blocks x {sizing.block_size} tokens = "
+        f"{sizing.token_slots} token slots; {sizing.swap_blocks} CPU swap blocks"
+    )
+
+
+@app.command()
+def schema() -> None:
+    """Print the run config's JSON schema (every field, default and description)."""
+    import json
+
+    from simkv.config.sim import SimConfig
+
+    typer.echo(json.dumps(SimConfig.model_json_schema(), indent=2))

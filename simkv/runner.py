@@ -114,15 +114,14 @@ def build_scheduler(cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> Sch
 ProgressFn = Callable[[int, int], None]
 
 
-def simulate(
+def build_engine(
     cfg: SimConfig,
     base_dir: Path,
     *,
     progress: ProgressFn | None = None,
     check_invariants: bool = False,
-) -> RunOutput:
-    """Run one simulation; deterministic for a given config (its ``seed`` included)."""
-    started = time.perf_counter()
+) -> tuple[Engine, KVSizing]:
+    """Assemble one run's engine (workload, KV memory, scheduler, cost model, recorder)."""
     rng = np.random.default_rng(cfg.seed)
     workload = build_workload(cfg.workload, rng, base_dir)
     sizing = kv_sizing(cfg)
@@ -138,8 +137,23 @@ def simulate(
         workload, scheduler, cost, recorder, limits,
         check_invariants=check_invariants, progress=progress,
     )  # fmt: skip
+    return engine, sizing
+
+
+def simulate(
+    cfg: SimConfig,
+    base_dir: Path,
+    *,
+    progress: ProgressFn | None = None,
+    check_invariants: bool = False,
+) -> RunOutput:
+    """Run one simulation; deterministic for a given config (its ``seed`` included)."""
+    started = time.perf_counter()
+    engine, sizing = build_engine(
+        cfg, base_dir, progress=progress, check_invariants=check_invariants
+    )
     engine.run()
-    frames = recorder.frames()
+    frames = engine.recorder.frames()
     capacity = sizing.num_blocks
     if cfg.scheduler.kind in ("static", "orca"):
         capacity = sizing.token_slots  # contiguous memory is accounted in slots

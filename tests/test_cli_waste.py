@@ -59,6 +59,17 @@ def test_waste_default_out_dir_and_plain_length_column(tmp_path, monkeypatch):
     assert static[1].startswith("paged,4,59,60,0.01666")  # 12+40+7 tokens, 3+10+2 blocks of 4
 
 
+def test_scheme_that_skips_every_request_reports_na(tmp_path):
+    trace = _azure_csv(tmp_path / "tiny.csv")
+    args = ["--pool-slots", "32", "--max-context", "64", "--out", str(tmp_path / "o")]
+    result = runner.invoke(app, ["waste", str(trace), *args])
+    assert result.exit_code == 0, result.output
+    # max reserves 64 slots > the 32-slot pool: all 30 kept requests skipped
+    assert "│ max    │ n/a" in result.output
+    replay = (tmp_path / "o" / "waste_replay.csv").read_text().splitlines()
+    assert replay[1] == "max,,0,30,0,0,,,,,"
+
+
 BAD_FILES = [
     ("length\n5\nabc\n", ":3 length: not a number: 'abc'"),
     ("length\n5\n-3\n", ":3 length: must be ≥ 1, got -3"),

@@ -45,7 +45,11 @@ class ReplayResult:
     slot_iterations: WasteBreakdown
 
     def row(self) -> dict[str, object]:
-        fractions = self.slot_iterations.fractions()
+        """A flat record for the replay frame; ``*_frac`` are NaN when nothing ran."""
+        if self.iterations:
+            fractions = self.slot_iterations.fractions()
+        else:
+            fractions = dict.fromkeys(CATEGORIES, float("nan"))
         row: dict[str, object] = {
             "scheme": self.scheme,
             "block_size": self.block_size,
@@ -69,6 +73,14 @@ def _segment_sum(base: WasteBreakdown, iterations: int, growth: int) -> WasteBre
         base.external_frag_slots * iterations,
         base.free_slots * iterations,
     )
+
+
+def _set_lengths(
+    pool: ContiguousAllocator, admitted: dict[int, int], prompt: list, output: list, it: int
+) -> None:
+    """Tell ``pool`` each resident's length at iteration ``it`` (admitted at ``admitted[r]``)."""
+    for req, start in admitted.items():
+        pool.set_length(req, prompt[req] + min(it - start, output[req]))
 
 
 def replay_contiguous(
@@ -100,11 +112,9 @@ def replay_contiguous(
         last = leaves[0][0]
         if on_iteration is not None:
             for t in range(it, last + 1):
-                for req, start in admitted.items():
-                    pool.set_length(req, min(prompt[req] + t - start, prompt[req] + output[req]))
+                _set_lengths(pool, admitted, prompt, output, t)
                 on_iteration(t, pool.breakdown(demand))
-        for req, start in admitted.items():
-            pool.set_length(req, prompt[req] + min(it - start, output[req]))
+        _set_lengths(pool, admitted, prompt, output, it)
         total += _segment_sum(pool.breakdown(demand), last - it + 1, len(admitted))
         while leaves and leaves[0][0] == last:
             req = heappop(leaves)[1]
@@ -161,9 +171,10 @@ class _PagedPool:
         )
 
 
-def _paged_step(pool: _PagedPool, queue: deque[tuple[int, int]]) -> tuple[int, int]:
-    """Every resident writes one token (oldest first); returns (requests done, preemptions)."""
-    done = preempted = 0
+def _paged_step(pool: _PagedPool, queue: deque[tuple[int, int]]) -> int:
+    """Every resident writes one token (oldest first), preempting the newest resident when a
+    block is needed and none is free; finished requests leave. Returns the preemptions."""
+    preempted = 0
     running, i = pool.running, 0
     while i < len(running):
         seq = running[i]
@@ -183,10 +194,9 @@ def _paged_step(pool: _PagedPool, queue: deque[tuple[int, int]]) -> tuple[int, i
             pool.tokens += 1
         if seq.length == seq.final:
             pool.add(running.pop(i), -1)
-            done += 1
         else:
             i += 1
-    return done, preempted
+    return preempted
 
 
 def replay_paged(
@@ -211,11 +221,10 @@ def replay_paged(
             seq = _Seq(req, length, final[req], -(-length // block_size))
             pool.running.append(seq)
             pool.add(seq, 1)
-        snapshot = pool.snapshot()
         if on_iteration is not None:
             on_iteration(it, pool.exact())
-        total += snapshot
-        preemptions += _paged_step(pool, queue)[1]
+        total += pool.snapshot()
+        preemptions += _paged_step(pool, queue)
         it += 1
     served = len(final) - skipped
     return ReplayResult("paged", block_size, served, skipped, preemptions, it, total)

@@ -89,6 +89,10 @@ def static_waste(
     return frame
 
 
+def _percent(fraction: float) -> str:
+    return "n/a" if pd.isna(fraction) else f"{fraction:.1%}"
+
+
 _STATIC_COLUMNS = ("scheme", "block", "token slots", "allocated slots", "waste")
 _REPLAY_COLUMNS = (
     *("scheme", "tokens", "reserved", "internal", "external", "free"),
@@ -134,7 +138,7 @@ class WasteStudy:
         replay = [
             (
                 str(r["scheme"]),
-                *(f"{r[f'{c}_frac']:.1%}" for c in CATEGORIES),
+                *(_percent(r[f"{c}_frac"]) for c in CATEGORIES),
                 str(r["preemptions"]),
                 str(r["skipped_requests"]),
             )

@@ -7,6 +7,7 @@ scheduler each step: free space in chunks smaller than it is external fragmentat
 
 from __future__ import annotations
 
+from simkv.engine.plan import StepPlan
 from simkv.engine.sequence import Seq
 from simkv.kv.contiguous import ContiguousAllocator, ReservationPolicy
 from simkv.kv.waste import WasteBreakdown
@@ -35,9 +36,10 @@ class ContiguousKV:
         self.alloc.set_length(seq.req_id, 0)
         seq.reserved_slots = chunk.size
 
-    def commit(self, seq: Seq, num_new: int) -> None:
-        seq.num_computed += num_new
-        self.alloc.set_length(seq.req_id, seq.num_computed)
+    def commit(self, plan: StepPlan) -> None:
+        """Record the step's writes (before the scheduler advances ``num_computed``)."""
+        for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
+            self.alloc.set_length(seq.req_id, seq.num_computed + num_new)
 
     def free(self, seq: Seq) -> None:
         self.alloc.release(seq.req_id)

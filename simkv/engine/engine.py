@@ -115,6 +115,8 @@ class Engine:
             start = env.now
             plan = sched.schedule(start)
             if plan.empty:
+                if plan.preempted:
+                    continue  # the preemptions freed memory: schedule again at the same time
                 if sched.has_work():
                     raise SimulationStalled(f"at t={start:.6f}s: {sched.queue_lengths()}")
                 if self._admitted == total:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
+from simkv.engine.plan import StepPlan
 from simkv.engine.sequence import Seq
 from simkv.kv.allocator import BlockAllocator, ReuseOrder
 from simkv.kv.swap import SwapDecision, SwapPool
@@ -43,6 +44,7 @@ class PagedKV:
         block_bytes: int = 0,
     ) -> None:
         self.gpu = BlockAllocator(num_blocks, block_size, reuse=reuse)
+        self._refs = self.gpu.refcounts
         self.block_size = block_size
         self.block_bytes = block_bytes
         self.swap = SwapPool(swap_blocks, block_size, block_bytes) if swap_blocks > 0 else None
@@ -56,16 +58,23 @@ class PagedKV:
         """New GPU blocks that scheduling ``num_new`` more tokens of ``seq`` needs."""
         return seq.table.blocks_needed(num_new, self.gpu)
 
+    def decode_fits_in_place(self, seq: Seq) -> bool:
+        """If the next token fits in ``seq``'s own partial trailing block, take the slot.
+
+        The per-step hot path of every decode: no allocation, no copy-on-write needed.
+        """
+        table = seq.table
+        if table.length % self.block_size and self._refs[table.block_ids[-1]] == 1:
+            table.length += 1
+            return True
+        return False
+
     def allocate_slots(self, seq: Seq, num_new: int) -> bool:
         """Make room for ``num_new`` more tokens of ``seq``; False (nothing changed) if short.
 
         Follows vLLM 0.11's ``KVCacheManager.allocate_slots``: all or nothing, no watermark.
         """
         table = seq.table
-        rem = table.length % self.block_size
-        if rem and num_new <= self.block_size - rem and self.gpu.refcount(table.block_ids[-1]) == 1:
-            table.length += num_new  # fits in the trailing block: the common decode case
-            return True
         if table.blocks_needed(num_new, self.gpu) > self.gpu.free_blocks:
             return False
         before = self._internal(seq)
@@ -73,10 +82,12 @@ class PagedKV:
         self.internal_slots += self._internal(seq) - before
         return True
 
-    def commit(self, seq: Seq, num_new: int) -> None:
-        """The step computed ``num_new`` scheduled tokens of ``seq``: their KV is now written."""
-        seq.num_computed += num_new
-        self.written_tokens += num_new
+    def commit(self, plan: StepPlan) -> None:
+        """The step's scheduled tokens are computed: their KV is now written.
+
+        Called before the scheduler advances each request's ``num_computed``.
+        """
+        self.written_tokens += plan.prefill_tokens + plan.decode_tokens
 
     def free(self, seq: Seq) -> None:
         """Release every GPU block of ``seq`` (finish, abort, or recompute preemption)."""

@@ -41,6 +41,14 @@ class StepPlan:
         self.attention_pairs += num_new * cached + num_new * (num_new + 1) // 2
         self.kv_read_tokens += cached + num_new
 
+    def add_decode(self, seq: Seq) -> None:
+        """``add(seq, 1)`` for a decode (the hot path: one call per running request per step)."""
+        self.seqs.append(seq)
+        self.num_new.append(1)
+        self.decode_tokens += 1
+        self.attention_pairs += seq.num_computed + 1
+        self.kv_read_tokens += seq.num_computed + 1
+
     def remove(self, seq: Seq) -> None:
         """Unschedule ``seq`` (it was preempted after being scheduled in this step)."""
         i = self.seqs.index(seq)

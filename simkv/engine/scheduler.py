@@ -18,7 +18,7 @@ from simkv.metrics.recorder import Recorder
 class KVMemory(Protocol):
     """What the shared bookkeeping needs from a KV memory (paged or contiguous)."""
 
-    def commit(self, seq: Seq, num_new: int) -> None: ...
+    def commit(self, plan: StepPlan) -> None: ...
     def free(self, seq: Seq) -> None: ...
     def breakdown(self) -> WasteBreakdown: ...
 
@@ -56,15 +56,16 @@ class SchedulerBase:
 
     def complete(self, plan: StepPlan, now: float) -> None:
         """Apply a finished step: write KV, sample tokens, finish requests, record ITL."""
+        self.kv.commit(plan)
         prev_end = self._prev_end_s
         contiguous = 0
         any_finished = False
-        commit = self.kv.commit
         for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
-            commit(seq, num_new)
+            seq.num_computed += num_new
             if seq.num_computed != seq.num_tokens:
                 continue  # a prefill chunk that did not reach the end of the known tokens
             seq.num_output += 1
+            seq.num_tokens += 1
             last = seq.last_token_s
             if last is None:
                 seq.first_token_s = now

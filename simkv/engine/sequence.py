@@ -1,10 +1,11 @@
 """Per-request mutable state inside one simulation run.
 
 A :class:`Seq` is created when its request arrives and is owned by exactly one scheduler queue at
-a time. Token accounting follows vLLM's: ``num_tokens = prompt_tokens + num_output`` are the
-tokens known so far, ``num_computed`` of them have KV in the cache. A step that brings
-``num_computed`` up to ``num_tokens`` samples one new token. The last sampled token's KV is never
-written, so a finished request held at most ``prompt_tokens + output_tokens - 1`` slots.
+a time. Token accounting follows vLLM's: ``num_tokens == prompt_tokens + num_output`` (an
+attribute kept in step by ``SchedulerBase.complete``) are the tokens known so far;
+``num_computed`` of them have KV in the cache. A step that brings ``num_computed`` up to
+``num_tokens`` samples one new token. The last sampled token's KV is never written, so a finished
+request held at most ``prompt_tokens + output_tokens - 1`` slots.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Seq:
         "last_token_s",
         "num_computed",
         "num_output",
+        "num_tokens",
         "output_tokens",
         "preemptions",
         "priority",
@@ -75,6 +77,7 @@ class Seq:
         self.final_kv_tokens = prompt_tokens + output_tokens - 1
         self.num_computed = 0
         self.num_output = 0
+        self.num_tokens = prompt_tokens  # prompt + generated; kept in step with num_output
         self.status = Status.WAITING
         self.reason = ""
         self.table = SequenceTable(block_size=block_size)
@@ -87,11 +90,6 @@ class Seq:
         self.swaps = 0
         self.swapped_bytes = 0
         self.recomputed_tokens = 0
-
-    @property
-    def num_tokens(self) -> int:
-        """Tokens known so far (prompt + generated)."""
-        return self.prompt_tokens + self.num_output
 
     @property
     def in_prefill(self) -> bool:

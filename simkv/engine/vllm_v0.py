@@ -106,8 +106,13 @@ class VllmV0Scheduler(SchedulerBase):
     def _schedule_running(self, plan: StepPlan, now: float) -> None:
         queue = deque(self.running)
         kept: list[Seq] = []
+        fits_in_place = self.kv.decode_fits_in_place
         while queue:
             seq = queue.popleft()
+            if fits_in_place(seq):  # hot path: a decode into its own trailing block
+                plan.add_decode(seq)
+                kept.append(seq)
+                continue
             while not self.kv.allocate_slots(seq, 1):
                 victim = pick_victim(queue, self.preemption.victim) if queue else seq
                 if victim is not seq:
@@ -116,7 +121,7 @@ class VllmV0Scheduler(SchedulerBase):
                 if victim is seq:
                     break
             else:
-                plan.add(seq, 1)
+                plan.add_decode(seq)
                 kept.append(seq)
         self.running = kept
 
@@ -157,7 +162,7 @@ class VllmV0Scheduler(SchedulerBase):
             seq.status = Status.RUNNING
             if not self.kv.allocate_slots(seq, 1):
                 raise AssertionError("swap-in kept the watermark free, the decode slot must fit")
-            plan.add(seq, 1)
+            plan.add_decode(seq)
             self.running.append(seq)
 
     def check(self) -> None:

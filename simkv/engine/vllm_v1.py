@@ -64,9 +64,15 @@ class VllmV1Scheduler(SchedulerBase):
 
     def _schedule_running(self, plan: StepPlan, budget: int) -> int:
         running = self.running
+        fits_in_place = self.kv.decode_fits_in_place
         i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
+            if seq.num_output and seq.num_tokens - seq.num_computed == 1 and fits_in_place(seq):
+                plan.add_decode(seq)  # hot path: a decode into its own trailing block
+                budget -= 1
+                i += 1
+                continue
             num_new = self._chunk(seq, budget)
             while not self.kv.allocate_slots(seq, num_new):
                 victim = pick_victim(running, self.victim)

@@ -7,7 +7,7 @@ swap pool (``swap.py``) call ``alloc``/``incref``/``free`` and never touch the c
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, NewType
 
@@ -127,6 +127,14 @@ class BlockAllocator:
     def used_blocks(self) -> int:
         """Blocks with refcount >= 1."""
         return self._used
+
+    @property
+    def refcounts(self) -> Sequence[int]:
+        """Every block's refcount, indexed by id: a live read-only view for hot paths.
+
+        Callers must not mutate it; ``incref``/``free`` are the only writers.
+        """
+        return self._refcount
 
     def can_allocate(self, n: int) -> bool:
         """Whether ``alloc_many(n)`` would succeed now."""

@@ -61,6 +61,11 @@ class SwapPool:
     source block also held by a table *outside* the group therefore stays allocated on the source
     side (its refcount just drops), and the group gets its own copy on the destination side: that
     sharing is not restored when the group moves back.
+
+    Residency is the caller's to track: a table does not know which pool its ids belong to. While
+    a group is swapped out its tables may only be freed on ``cpu`` or swapped back in; appending
+    to or forking them on the GPU allocator would mix CPU and GPU ids. An empty table (0 blocks)
+    moves with its group at no cost and is swapped out like any other member.
     """
 
     __slots__ = ("block_bytes", "cpu")

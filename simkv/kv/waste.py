@@ -22,7 +22,7 @@ of breakdowns (``+``) divided by the number of samples (see :meth:`WasteBreakdow
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -61,9 +61,19 @@ class WasteBreakdown:
     free_slots: int
 
     def __post_init__(self) -> None:
-        for name, value in zip(CATEGORIES, astuple(self), strict=True):
+        for name, value in zip(CATEGORIES, self.values(), strict=True):
             if value < 0:
                 raise ValueError(f"{name} slots must be >= 0, got {value}")
+
+    def values(self) -> tuple[int, int, int, int, int]:
+        """The five counts in :data:`CATEGORIES` order."""
+        return (
+            self.token_slots,
+            self.reserved_slots,
+            self.internal_frag_slots,
+            self.external_frag_slots,
+            self.free_slots,
+        )
 
     @classmethod
     def zero(cls) -> WasteBreakdown:
@@ -73,7 +83,7 @@ class WasteBreakdown:
     @property
     def total_slots(self) -> int:
         """Sum of the five categories (the pool capacity for a snapshot)."""
-        return sum(astuple(self))
+        return sum(self.values())
 
     def fractions(self) -> dict[str, float]:
         """Each category as a fraction of :attr:`total_slots`, keyed by :data:`CATEGORIES`.
@@ -83,7 +93,7 @@ class WasteBreakdown:
         total = self.total_slots
         if total == 0:
             raise ValueError("fractions of an empty breakdown are undefined")
-        return {name: value / total for name, value in zip(CATEGORIES, astuple(self), strict=True)}
+        return {name: value / total for name, value in zip(CATEGORIES, self.values(), strict=True)}
 
     def to_bytes(self, bytes_per_slot: int) -> dict[str, int]:
         """Each category in bytes (``slots × bytes_per_slot``), keyed by :data:`CATEGORIES`."""
@@ -91,13 +101,13 @@ class WasteBreakdown:
             raise ValueError(f"bytes_per_slot must be > 0, got {bytes_per_slot}")
         return {
             name: value * bytes_per_slot
-            for name, value in zip(CATEGORIES, astuple(self), strict=True)
+            for name, value in zip(CATEGORIES, self.values(), strict=True)
         }
 
     def __add__(self, other: WasteBreakdown) -> WasteBreakdown:
         if not isinstance(other, WasteBreakdown):
             return NotImplemented
-        return WasteBreakdown(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+        return WasteBreakdown(*(a + b for a, b in zip(self.values(), other.values(), strict=True)))
 
 
 def paged_breakdown(

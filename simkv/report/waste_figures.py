@@ -33,7 +33,8 @@ def _scheme_label(scheme: str, block_size: object) -> str:
 def breakdown_figure(replay: pd.DataFrame, *, pool_slots: int) -> Figure:
     """One stacked bar per scheme: the time-averaged five-way split of the pool.
 
-    The label on each bar is the wasted share: reservation + internal + external fragmentation.
+    The label on each bar is the wasted share: reservation + internal + external fragmentation
+    (a scheme whose every request was skipped has NaN shares, no bar and "nothing ran").
     """
     fig = Figure(figsize=(7.5, 4.2))
     ax = fig.add_subplot()
@@ -46,10 +47,12 @@ def breakdown_figure(replay: pd.DataFrame, *, pool_slots: int) -> Figure:
         share = (replay[f"{name}_frac"] * 100).tolist()
         ax.bar(x, share, bottom=bottom, label=label, color=color, edgecolor="white", width=0.6)
         bottom = [b + s for b, s in zip(bottom, share, strict=True)]
-    wasted = replay[["reservation_frac", "internal_frag_frac", "external_frag_frac"]].sum(axis=1)
-    for i, share in enumerate(wasted):
-        ax.text(i, 101, f"{share:.0%} wasted", ha="center", va="bottom", fontsize=9)
+    wasted = replay[["reservation_frac", "internal_frag_frac", "external_frag_frac"]]
+    for i, share in enumerate(wasted.sum(axis=1, min_count=1)):
+        text = "nothing ran" if pd.isna(share) else f"{share:.0%} wasted"
+        ax.text(i, 101, text, ha="center", va="bottom", fontsize=9)
     ax.set_xticks(list(x), labels)
+    ax.set_xlim(-0.5, len(labels) - 0.5)
     ax.set_ylim(0, 112)
     ax.set_ylabel(f"% of KV pool ({pool_slots:,} slots), time-averaged")
     ax.set_title("Where the KV memory went (pool replay)")

@@ -136,3 +136,21 @@ def test_empty_group_moves_nothing():
     gpu = BlockAllocator(2, block_size=2)
     pool = SwapPool(2, 2, 64)
     assert pool.swap_out([SequenceTable(block_size=2)], gpu) == SwapResult({}, 0, 0)
+
+
+def test_group_with_an_empty_table_moves_its_other_blocks_only():
+    gpu = BlockAllocator(4, block_size=2)
+    empty = SequenceTable(block_size=2)
+    full = _filled(gpu, 3)  # [0, 1]
+    pool = SwapPool(3, 2, 10)
+    out = pool.swap_out([empty, full], gpu)
+    assert out == SwapResult({BlockId(0): 0, BlockId(1): 1}, 2, 20)
+    assert (empty.block_ids, empty.length, full.block_ids) == ([], 0, [0, 1])
+    gpu.check([])
+    pool.cpu.check([empty, full])
+    back = pool.swap_in([empty, full], gpu)
+    # GPU FIFO queue after the swap-out: 2, 3, 0, 1.
+    assert back == SwapResult({BlockId(0): 2, BlockId(1): 3}, 2, 20)
+    assert (empty.block_ids, full.block_ids, full.length) == ([], [2, 3], 3)
+    gpu.check([empty, full])
+    pool.cpu.check([])
