@@ -8,9 +8,12 @@ scheduler each step: free space in chunks smaller than it is external fragmentat
 from __future__ import annotations
 
 from simkv.engine.plan import StepPlan
+from simkv.engine.queues import FcfsQueue
+from simkv.engine.scheduler import SchedulerBase
 from simkv.engine.sequence import Seq
 from simkv.kv.contiguous import ContiguousAllocator, ReservationPolicy
 from simkv.kv.waste import WasteBreakdown
+from simkv.metrics.recorder import Recorder
 
 
 class ContiguousKV:
@@ -57,3 +60,28 @@ class ContiguousKV:
 
     def check(self) -> None:
         self.alloc.buddy.check()
+
+
+class ContiguousSchedulerBase(SchedulerBase):
+    """FCFS over contiguous reservations: a request that can never fit is rejected on arrival."""
+
+    def __init__(self, kv: ContiguousKV, recorder: Recorder) -> None:
+        super().__init__(kv, recorder, FcfsQueue())
+        self.kv: ContiguousKV = kv
+
+    def add(self, seq: Seq, now: float) -> None:
+        if not self.kv.fits_when_empty(seq):
+            self._reject(seq, "kv_never_fits", now)
+            return
+        self.waiting.push(seq)
+
+    def memory_state(self) -> tuple[int, int, int]:
+        return self.kv.used_slots, self.kv.free_slots, 0
+
+    def _set_demand(self) -> None:
+        """External fragmentation is judged against the head-of-queue request's reservation."""
+        waiting = self.waiting
+        self.kv.demand_slots = self.kv.reservation_slots(waiting.peek()) if len(waiting) else None
+
+    def check(self) -> None:
+        self.kv.check()

@@ -11,37 +11,17 @@ request whose reservation cannot fit even an empty pool is rejected.
 from __future__ import annotations
 
 from simkv.config.policy import OrcaConfig
-from simkv.engine.contiguous_kv import ContiguousKV
+from simkv.engine.contiguous_kv import ContiguousKV, ContiguousSchedulerBase
 from simkv.engine.plan import StepPlan
-from simkv.engine.queues import FcfsQueue
-from simkv.engine.scheduler import SchedulerBase
-from simkv.engine.sequence import Seq
 from simkv.metrics.recorder import Recorder
 
 
-class OrcaScheduler(SchedulerBase):
+class OrcaScheduler(ContiguousSchedulerBase):
     """Iteration-level batching; memory reserved per request by the configured policy."""
 
     def __init__(self, cfg: OrcaConfig, kv: ContiguousKV, recorder: Recorder) -> None:
         super().__init__(kv, recorder)
-        self.kv: ContiguousKV = kv
         self.cfg = cfg
-        self.waiting = FcfsQueue()
-
-    def add(self, seq: Seq, now: float) -> None:
-        if not self.kv.fits_when_empty(seq):
-            self._reject(seq, "kv_never_fits", now)
-            return
-        self.waiting.push(seq)
-
-    def has_work(self) -> bool:
-        return bool(self.running) or len(self.waiting) > 0
-
-    def queue_lengths(self) -> tuple[int, int, int]:
-        return len(self.waiting), len(self.running), 0
-
-    def memory_state(self) -> tuple[int, int, int]:
-        return self.kv.used_slots, self.kv.free_slots, 0
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
@@ -60,8 +40,5 @@ class OrcaScheduler(SchedulerBase):
             self.running.append(seq)
             self._mark_scheduled(seq, now)
             plan.add(seq, seq.num_tokens)
-        self.kv.demand_slots = self.kv.reservation_slots(waiting.peek()) if len(waiting) else None
+        self._set_demand()
         return plan
-
-    def check(self) -> None:
-        self.kv.check()

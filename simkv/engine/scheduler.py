@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from simkv.engine.plan import StepPlan
+from simkv.engine.queues import WaitingQueue
 from simkv.engine.sequence import Seq, Status
 from simkv.kv.waste import WasteBreakdown
 from simkv.metrics.recorder import Recorder
@@ -39,15 +40,27 @@ class Scheduler(Protocol):
 class SchedulerBase:
     """Token accounting, finishing, rejecting and inter-token latency, common to all policies.
 
-    Subclasses own ``self.running`` (admission order) and implement ``schedule``; they call
-    :meth:`_reject`, :meth:`_abort` and :meth:`_mark_scheduled`.
+    Subclasses keep ``self.running`` (admission order) and ``self.waiting``, implement
+    ``schedule``, and call :meth:`_reject`, :meth:`_abort` and :meth:`_mark_scheduled`.
     """
 
-    def __init__(self, kv: KVMemory, recorder: Recorder) -> None:
+    def __init__(self, kv: KVMemory, recorder: Recorder, waiting: WaitingQueue) -> None:
         self.kv = kv
         self.recorder = recorder
+        self.waiting = waiting
         self.running: list[Seq] = []
         self._prev_end_s = -1.0
+
+    def add(self, seq: Seq, now: float) -> None:
+        """A request arrived."""
+        self.waiting.push(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or len(self.waiting) > 0
+
+    def queue_lengths(self) -> tuple[int, int, int]:
+        """(waiting, running, swapped)."""
+        return len(self.waiting), len(self.running), 0
 
     def _mark_scheduled(self, seq: Seq, now: float) -> None:
         seq.status = Status.RUNNING

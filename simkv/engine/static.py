@@ -11,38 +11,19 @@ request ends. Results return when the batch ends: every request's ``finish_s`` i
 from __future__ import annotations
 
 from simkv.config.policy import StaticConfig
-from simkv.engine.contiguous_kv import ContiguousKV
+from simkv.engine.contiguous_kv import ContiguousKV, ContiguousSchedulerBase
 from simkv.engine.plan import StepPlan
-from simkv.engine.queues import FcfsQueue
-from simkv.engine.scheduler import SchedulerBase
 from simkv.engine.sequence import Seq, Status
 from simkv.metrics.recorder import Recorder
 
 
-class StaticScheduler(SchedulerBase):
+class StaticScheduler(ContiguousSchedulerBase):
     """One batch at a time, memory reserved for the maximum length."""
 
     def __init__(self, cfg: StaticConfig, kv: ContiguousKV, recorder: Recorder) -> None:
         super().__init__(kv, recorder)
-        self.kv: ContiguousKV = kv
         self.cfg = cfg
-        self.waiting = FcfsQueue()
         self._done: list[Seq] = []  # batch members whose output is complete
-
-    def add(self, seq: Seq, now: float) -> None:
-        if not self.kv.fits_when_empty(seq):
-            self._reject(seq, "kv_never_fits", now)
-            return
-        self.waiting.push(seq)
-
-    def has_work(self) -> bool:
-        return bool(self.running) or len(self.waiting) > 0
-
-    def queue_lengths(self) -> tuple[int, int, int]:
-        return len(self.waiting), len(self.running), 0
-
-    def memory_state(self) -> tuple[int, int, int]:
-        return self.kv.used_slots, self.kv.free_slots, 0
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
@@ -57,8 +38,7 @@ class StaticScheduler(SchedulerBase):
                 if seq.num_output < seq.output_tokens:
                     plan.add(seq, 1)
             plan.decode_tokens += len(self.running) - len(plan.seqs)  # padding rows
-        waiting = self.waiting
-        self.kv.demand_slots = self.kv.reservation_slots(waiting.peek()) if len(waiting) else None
+        self._set_demand()
         return plan
 
     def _form_batch(self, now: float) -> None:
@@ -80,6 +60,3 @@ class StaticScheduler(SchedulerBase):
             self._done = []
         else:
             seq.status = Status.RUNNING
-
-    def check(self) -> None:
-        self.kv.check()

@@ -44,18 +44,14 @@ class VllmV0Scheduler(SchedulerBase):
         *,
         max_model_len: int,
     ) -> None:
-        super().__init__(kv, recorder)
+        super().__init__(kv, recorder, FcfsQueue())
         self.kv: PagedKV = kv
         self.cfg = cfg
         self.preemption = preemption
         self.max_batched_tokens = cfg.max_num_batched_tokens or max(max_model_len, 2048)
         self.prompt_limit = min(max_model_len, self.max_batched_tokens)
         self.watermark_blocks = int(cfg.watermark * kv.gpu.num_blocks)
-        self.waiting = FcfsQueue()
         self.swapped: deque[Seq] = deque()
-
-    def add(self, seq: Seq, now: float) -> None:
-        self.waiting.push(seq)
 
     def has_work(self) -> bool:
         return bool(self.running) or len(self.waiting) > 0 or bool(self.swapped)

@@ -30,20 +30,10 @@ class VllmV1Scheduler(SchedulerBase):
     def __init__(
         self, cfg: VllmV1Config, preemption: PreemptionConfig, kv: PagedKV, recorder: Recorder
     ) -> None:
-        super().__init__(kv, recorder)
+        super().__init__(kv, recorder, make_queue(cfg.policy))
         self.cfg = cfg
         self.kv: PagedKV = kv
         self.victim = preemption.victim
-        self.waiting = make_queue(cfg.policy)
-
-    def add(self, seq: Seq, now: float) -> None:
-        self.waiting.push(seq)
-
-    def has_work(self) -> bool:
-        return bool(self.running) or len(self.waiting) > 0
-
-    def queue_lengths(self) -> tuple[int, int, int]:
-        return len(self.waiting), len(self.running), 0
 
     def memory_state(self) -> tuple[int, int, int]:
         return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, 0
