@@ -136,7 +136,7 @@ class Engine:
             if self.check_invariants:
                 sched.check()
             if self.progress is not None and rec.num_steps % 512 == 0:
-                self.progress(self._admitted, total)
+                self.progress(rec.num_done, total)
 
     def _record(self, start: float, duration: float, plan: object) -> None:
         sched = self.scheduler

@@ -98,6 +98,11 @@ class Recorder:
         self._steps.append(row)
 
     @property
+    def num_done(self) -> int:
+        """Requests recorded so far (finished, rejected or aborted)."""
+        return len(self._req["req_id"])
+
+    @property
     def num_steps(self) -> int:
         return len(self._steps)
 
