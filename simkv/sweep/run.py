@@ -1,0 +1,226 @@
+"""Running a sweep: one folder per run, failure isolation, resume, and ``sweep.parquet``.
+
+Layout of the output folder::
+
+    runs/<run_id>/   write_run's files + point.json (axis values) + DONE, written last by an
+                     atomic rename, holding the sha256 of the run's resolved config; a run that
+                     raised has error.txt (message, blank line, traceback) and no DONE
+    sweep.parquet    one row per run in expansion order: run_id, status, error, <axes>,
+                     <summary metrics>; built from the run folders, so it is the same under
+                     every executor and whether runs were resumed or not
+    sweep.json       sweep name, axes and run ids in expansion order
+    timings.json     wall seconds per run and in total (kept out of sweep.parquet on purpose)
+
+A folder without DONE (or whose DONE names another config) is incomplete: ``resume`` redoes
+exactly those runs and the failed ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simkv.config.sim import SimConfig
+from simkv.errors import InputError
+from simkv.runner import simulate, write_run
+from simkv.sweep.executors import make_executor
+from simkv.sweep.spec import PlannedRun, SweepPlan, load_sweep
+
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """What a worker needs for one run; plain data, cheap to pickle. Paths are absolute."""
+
+    run_id: str
+    config: dict[str, Any]
+    base_dir: str
+    run_dir: str
+    point: dict[str, Any]
+    digest: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a worker sends back: status, the one-line error of a failed run, wall time (s)."""
+
+    run_id: str
+    status: str
+    error: str | None
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A finished sweep: the sweep.parquet table and what this call did."""
+
+    plan: SweepPlan
+    out_dir: Path
+    table: pd.DataFrame
+    ran: int
+    skipped: int
+    failed: int
+    wall_s: float
+
+
+def _error_line(err: Exception) -> str:
+    text = str(err) if isinstance(err, InputError) else f"{type(err).__name__}: {err}"
+    return " ".join(text.split())
+
+
+def is_done(run_dir: Path, digest: str) -> bool:
+    """True when ``run_dir`` holds a complete run of the config whose sha256 is ``digest``."""
+    try:
+        return (run_dir / "DONE").read_text(encoding="utf-8").strip() == digest
+    except OSError:
+        return False
+
+
+def run_one(task: RunTask) -> RunRecord:
+    """Simulate one run into a fresh ``run_dir``; any exception becomes a failed record."""
+    run_dir = Path(task.run_dir)
+    if run_dir.exists():
+        shutil.rmtree(run_dir)  # no file of an earlier attempt may survive into this one
+    run_dir.mkdir(parents=True)
+    (run_dir / "point.json").write_text(json.dumps(task.point, indent=2) + "\n")
+    started = time.perf_counter()
+    try:
+        write_run(simulate(SimConfig.model_validate(task.config), Path(task.base_dir)), run_dir)
+    except Exception as err:  # one run's failure is that run's result; the sweep goes on
+        message = _error_line(err)
+        (run_dir / "error.txt").write_text(f"{message}\n\n{traceback.format_exc()}")
+        return RunRecord(task.run_id, STATUS_FAILED, message, time.perf_counter() - started)
+    wall_s = time.perf_counter() - started
+    partial = run_dir / "DONE.tmp"
+    partial.write_text(task.digest + "\n")
+    os.replace(partial, run_dir / "DONE")
+    return RunRecord(task.run_id, STATUS_OK, None, wall_s)
+
+
+def _column(values: list[Any]) -> pd.Series:
+    """One typed column: Int64 / float64 / boolean / str; mixed kinds are stored as JSON text."""
+    present = [value for value in values if value is not None]
+    if all(isinstance(value, bool) for value in present) and present:
+        return pd.Series(values, dtype="boolean")
+    if all(isinstance(value, int) and not isinstance(value, bool) for value in present) and present:
+        return pd.Series(values, dtype="Int64")
+    if all(isinstance(value, int | float) and not isinstance(value, bool) for value in present):
+        return pd.Series([float("nan") if v is None else v for v in values], dtype="float64")
+    if all(isinstance(value, str) for value in present):
+        return pd.Series(values, dtype="str")
+    return pd.Series([None if v is None else json.dumps(v) for v in values], dtype="str")
+
+
+def sweep_table(plan: SweepPlan, runs_dir: Path, errors: dict[str, str]) -> pd.DataFrame:
+    """The sweep.parquet table from the run folders; ``errors`` holds failed runs' messages.
+
+    A run neither complete nor in ``errors`` is an internal error (the executor lost it).
+    """
+    rows: list[tuple[str, str | None, dict[str, Any]]] = []
+    for run in plan.runs:
+        run_dir = runs_dir / run.run_id
+        if run.run_id in errors:
+            rows.append((STATUS_FAILED, errors[run.run_id], {}))
+        elif is_done(run_dir, run.digest):
+            summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+            rows.append((STATUS_OK, None, summary))
+        else:
+            raise RuntimeError(f"run {run.run_id} is neither complete nor failed")
+    metrics = list(dict.fromkeys(key for _, _, summary in rows for key in summary))
+    columns: dict[str, pd.Series] = {
+        "run_id": pd.Series([run.run_id for run in plan.runs], dtype="str"),
+        "status": pd.Series([status for status, _, _ in rows], dtype="str"),
+        "error": pd.Series([error for _, error, _ in rows], dtype="str"),
+    }
+    for axis in plan.axes:
+        columns[axis] = _column([run.point.get(axis) for run in plan.runs])
+    for key in metrics:
+        if key not in columns:
+            columns[key] = _column([summary.get(key) for _, _, summary in rows])
+    return pd.DataFrame(columns)
+
+
+def default_out_dir(plan: SweepPlan) -> Path:
+    """``reports/<sweep name>``, the CLI's default output folder."""
+    return Path("reports") / plan.spec.name
+
+
+def _task(plan: SweepPlan, run: PlannedRun, runs_dir: Path) -> RunTask:
+    return RunTask(
+        run_id=run.run_id,
+        config=run.config.model_dump(mode="json"),
+        base_dir=str(plan.base_dir.resolve()),
+        run_dir=str((runs_dir / run.run_id).resolve()),
+        point=run.point,
+        digest=run.digest,
+    )
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _previous_timings(path: Path) -> dict[str, float]:
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8"))["runs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def run_sweep(
+    sweep_path: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    executor: str = "serial",
+    jobs: int | None = None,
+    resume: bool = False,
+    ray_address: str | None = None,
+    progress: ProgressFn | None = None,
+) -> SweepResult:
+    """Run every point of a sweep file; each run's folder is written as soon as it finishes.
+
+    ``resume`` skips runs whose folder is complete for the same config. ``progress(done,
+    total)`` is called once before the first run (done = runs skipped) and after each run.
+    Input errors (sweep file, a point that does not validate, executor) raise
+    :class:`InputError` before anything runs; a run that raises is recorded as failed.
+    """
+    started = time.perf_counter()
+    plan = load_sweep(sweep_path)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(plan)
+    pool = make_executor(executor, jobs=jobs, ray_address=ray_address)
+    runs_dir = out / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    _write_json(out / "sweep.json", {"name": plan.spec.name, "axes": list(plan.axes),
+                                     "runs": [run.run_id for run in plan.runs]})  # fmt: skip
+    todo = [r for r in plan.runs if not (resume and is_done(runs_dir / r.run_id, r.digest))]
+    timings = _previous_timings(out / "timings.json") if resume else {}
+    done, total = len(plan.runs) - len(todo), len(plan.runs)
+    if progress is not None:
+        progress(done, total)
+    errors: dict[str, str] = {}
+    for record in pool.map_unordered(run_one, [_task(plan, run, runs_dir) for run in todo]):
+        timings[record.run_id] = record.wall_s
+        if record.status == STATUS_FAILED:
+            errors[record.run_id] = record.error or "failed"
+        done += 1
+        if progress is not None:
+            progress(done, total)
+    table = sweep_table(plan, runs_dir, errors)
+    table.to_parquet(out / "sweep.parquet", index=False)
+    wall_s = time.perf_counter() - started
+    ordered = {run.run_id: timings[run.run_id] for run in plan.runs if run.run_id in timings}
+    _write_json(out / "timings.json", {"executor": executor, "total_wall_s": wall_s,
+                                       "runs": ordered})  # fmt: skip
+    return SweepResult(plan, out, table, len(todo), total - len(todo), len(errors), wall_s)
