@@ -128,8 +128,11 @@ def run(
             result = simulate(cfg, config.parent, progress=progress, check_invariants=check)
     except InputError as err:
         raise _fail(err) from None
+    from simkv.report.run_report import write_run_report
+
     out_dir = out or Path("reports") / cfg.name
     paths = write_run(result, out_dir)
+    paths.append(write_run_report(out_dir))
     _print_summary(result.summary, f"{cfg.name}: {result.wall_s:.2f} s wall")
     for path in paths:
         typer.echo(f"wrote {path}")
@@ -164,3 +167,73 @@ def schema() -> None:
     from simkv.config.sim import SimConfig
 
     typer.echo(json.dumps(SimConfig.model_json_schema(), indent=2))
+
+
+@app.command()
+def sweep(
+    sweep_file: Annotated[Path, typer.Argument(help="Sweep file (YAML): base config + axes.")],
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory [default: reports/<sweep name>]")
+    ] = None,
+    executor: Annotated[
+        str, typer.Option(help="serial | process | ray (pip install 'simkv[ray]').")
+    ] = "serial",
+    jobs: Annotated[int | None, typer.Option(help="Parallel runs [default: CPUs].")] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Skip runs whose outputs are complete for the same config.")
+    ] = False,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Join this Ray cluster instead of starting a local one.")
+    ] = None,
+) -> None:
+    """Run every point of a sweep; write runs/<id>/, sweep.parquet and report.html."""
+    from simkv.report.sweep_report import write_sweep_report
+    from simkv.sweep.run import run_sweep
+
+    try:
+        with stderr_progress(f"sweep {sweep_file.name}") as progress:
+            result = run_sweep(
+                sweep_file, out, executor=executor, jobs=jobs, resume=resume,
+                ray_address=ray_address, progress=progress,
+            )  # fmt: skip
+    except InputError as err:
+        raise _fail(err) from None
+    report = write_sweep_report(result.out_dir)
+    typer.echo(
+        f"{result.ran} runs ran, {result.skipped} skipped (complete), {result.failed} failed "
+        f"in {result.wall_s:.1f} s ({executor})"
+    )
+    typer.echo(f"wrote {result.out_dir / 'sweep.parquet'}")
+    typer.echo(f"wrote {report}")
+    if result.failed:
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def report(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run or sweep folders.")],
+    out: Annotated[
+        Path | None, typer.Option(help="Comparison report file [default: reports/compare.html]")
+    ] = None,
+) -> None:
+    """Rebuild the report of a run (or sweep) folder, or compare several runs in one report."""
+    from simkv.report.run_report import render_comparison_report, write_run_report
+    from simkv.report.sweep_report import write_sweep_report
+
+    for run_dir in run_dirs:
+        if not run_dir.is_dir():
+            raise _fail(InputError("not a run or sweep folder", file=run_dir))
+    try:
+        if len(run_dirs) > 1:
+            target = out or Path("reports") / "compare.html"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(render_comparison_report(run_dirs), encoding="utf-8")
+            written = [target]
+        else:
+            one = run_dirs[0]
+            sweep_dir = (one / "sweep.parquet").is_file()
+            written = [write_sweep_report(one) if sweep_dir else write_run_report(one)]
+    except InputError as err:
+        raise _fail(err) from None
+    for path in written:
+        typer.echo(f"wrote {path}")

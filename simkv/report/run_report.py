@@ -176,7 +176,7 @@ def describe_setup(run: RunFolder) -> list[tuple[str, str]]:
     ]
 
 
-def _figure(fig_id: str, title: str, caption: str, fig: Figure) -> FigureBlock:
+def figure_block(fig_id: str, title: str, caption: str, fig: Figure) -> FigureBlock:
     # matplotlib escapes every text it writes into the SVG, so the markup is safe to inline
     return FigureBlock(fig_id, title, caption, Markup(fg.svg_of(fig, fig_id)))
 
@@ -195,28 +195,28 @@ def run_figures(run: RunFolder) -> list[FigureBlock]:
     block_bytes = int(run.summary.get("kv_block_bytes") or 0)
     samples = latency_samples(run.frames)
     return [
-        _figure(
+        figure_block(
             "fig-latency-cdf", "Latency CDFs", _CDF_CAPTION,
             fg.latency_cdf_figure([(run.name, samples)]),
         ),
-        _figure(
+        figure_block(
             "fig-throughput", "Throughput and batch size",
             "Prefill and decode tokens per second and the duration-weighted batch size "
             f"({_bins_note(coarse, steps)}).",
             fg.throughput_figure(coarse),
         ),
-        _figure(
+        figure_block(
             "fig-kv-memory", "KV memory over time",
             f"Token slots of the KV pool by category, duration-weighted per bin "
             f"({_bins_note(binned, steps)}).",
             fg.kv_memory_figure(binned),
         ),
-        _figure(
+        figure_block(
             "fig-waste-breakdown", "Waste breakdown",
             "Time-averaged share of the KV pool per category (summary mean_*_frac).",
             fg.waste_bar_figure([(run.name, run.summary)]),
         ),
-        _figure(
+        figure_block(
             "fig-queues", "Queues, preemptions and swaps",
             "Waiting, running and swapped requests; cumulative preemptions and swap traffic "
             f"({_bins_note(binned, steps)}).",
@@ -229,17 +229,17 @@ def comparison_figures(labels: list[str], runs: list[RunFolder]) -> list[FigureB
     """The figures of a comparison report, one series per run (ids ``fig-cmp-*``)."""
     named = list(zip(labels, runs, strict=True))
     return [
-        _figure(
+        figure_block(
             "fig-cmp-latency-cdf", "Latency CDFs", _CDF_CAPTION + " One line per run.",
             fg.latency_cdf_figure([(name, latency_samples(r.frames)) for name, r in named]),
         ),
-        _figure(
+        figure_block(
             "fig-cmp-kv-usage", "KV usage over time",
             "Share of each run's KV pool in use (blocks; token slots for contiguous "
             "schedulers), duration-weighted per time bin.",
             fg.kv_usage_figure([(name, fg.bin_steps(r.frames.steps)) for name, r in named]),
         ),
-        _figure(
+        figure_block(
             "fig-cmp-waste-breakdown", "Waste breakdown",
             "Time-averaged share of each run's KV pool per category.",
             fg.waste_bar_figure([(name, r.summary) for name, r in named]),
@@ -247,7 +247,7 @@ def comparison_figures(labels: list[str], runs: list[RunFolder]) -> list[FigureB
     ]  # fmt: skip
 
 
-def _environment() -> Environment:
+def report_environment() -> Environment:
     return Environment(
         loader=PackageLoader("simkv.report", "templates"),
         autoescape=True,
@@ -263,7 +263,7 @@ def render_run_report(run_dir: Path) -> str:
     run = load_run(run_dir)
     with mpl.rc_context(dict(fg.REPORT_RC)):
         figure_blocks = run_figures(run)
-    template = _environment().get_template("run.html.j2")
+    template = report_environment().get_template("run.html.j2")
     return template.render(
         name=run.name,
         setup=describe_setup(run),
@@ -298,7 +298,7 @@ def render_comparison_report(run_dirs: list[Path]) -> str:
     keys = list(dict.fromkeys(key for run in runs for key in run.summary))
     with mpl.rc_context(dict(fg.REPORT_RC)):
         figure_blocks = comparison_figures(labels, runs)
-    template = _environment().get_template("compare.html.j2")
+    template = report_environment().get_template("compare.html.j2")
     return template.render(
         labels=labels,
         setups=[describe_setup(run) for run in runs],
