@@ -29,6 +29,7 @@ from simkv.errors import InputError
 from simkv.metrics.recorder import Recorder, RunFrames
 from simkv.metrics.summary import summarize
 from simkv.workload.build import build_workload
+from simkv.workload.request import Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,7 @@ def build_scheduler(cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> Sch
         kv = PagedKV(
             sizing.num_blocks, sizing.block_size, reuse=cfg.kv_cache.reuse,
             swap_blocks=sizing.swap_blocks, block_bytes=sizing.block_bytes,
+            prefix_caching=cfg.kv_cache.prefix_caching or "none",
         )  # fmt: skip
         if isinstance(sched, VllmV1Config):
             return VllmV1Scheduler(sched, cfg.preemption, kv, recorder)
@@ -120,10 +122,14 @@ def build_engine(
     *,
     progress: ProgressFn | None = None,
     check_invariants: bool = False,
+    workload: Workload | None = None,
 ) -> tuple[Engine, KVSizing]:
-    """Assemble one run's engine (workload, KV memory, scheduler, cost model, recorder)."""
-    rng = np.random.default_rng(cfg.seed)
-    workload = build_workload(cfg.workload, rng, base_dir)
+    """Assemble one run's engine (workload, KV memory, scheduler, cost model, recorder).
+
+    ``workload`` replaces the one the config describes (for programmatic use and tests).
+    """
+    if workload is None:
+        workload = build_workload(cfg.workload, np.random.default_rng(cfg.seed), base_dir)
     sizing = kv_sizing(cfg)
     _check_fits_max_len(cfg, sizing)
     cost = build_cost_model(
@@ -132,7 +138,8 @@ def build_engine(
     )  # fmt: skip
     recorder = Recorder()
     scheduler = build_scheduler(cfg, sizing, recorder)
-    limits = EngineLimits(max_model_len=cfg.model.max_model_len, block_size=sizing.block_size)
+    caching = (cfg.kv_cache.prefix_caching or "none") != "none"
+    limits = EngineLimits(cfg.model.max_model_len, sizing.block_size, content_keys=caching)
     engine = Engine(
         workload, scheduler, cost, recorder, limits,
         check_invariants=check_invariants, progress=progress,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, model_validator
@@ -43,6 +43,12 @@ class KVCacheConfig(Frozen):
     capacity_gib: float | None = Field(None, gt=0, description="KV bytes per GPU, given directly")
     swap_space_gib: float = Field(4.0, ge=0, description="CPU swap space per GPU (vLLM v0: 4)")
     reuse: str = Field("fifo", pattern="^(fifo|lifo)$", description="freed-block reuse order")
+    prefix_caching: Literal["none", "hash", "radix"] | None = Field(
+        None,
+        description="none; hash = vLLM 0.11 automatic prefix caching; radix = SGLang-style "
+        "radix cache at block granularity. Unset: hash under vllm_v1 (vLLM 0.11's default), "
+        "none otherwise",
+    )
 
     @model_validator(mode="after")
     def _one_capacity(self) -> KVCacheConfig:
@@ -74,9 +80,26 @@ class SimConfig(Frozen):
     cost_model: CostConfig = RooflineCostConfig(kind="roofline")
     slo: SLOConfig = SLOConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_prefix_caching(cls, data: Any) -> Any:
+        """vLLM 0.11 enables prefix caching by default; the resolved config says so."""
+        if not isinstance(data, dict):
+            return data
+        kv = data.get("kv_cache")
+        kv = dict(kv) if isinstance(kv, dict) else {} if kv is None else kv
+        if isinstance(kv, dict) and kv.get("prefix_caching") is None:
+            sched = data.get("scheduler")
+            kind = sched.get("kind", "vllm_v1") if isinstance(sched, dict) else "vllm_v1"
+            kv["prefix_caching"] = "hash" if kind == "vllm_v1" else "none"
+            data = {**data, "kv_cache": kv}
+        return data
+
     @model_validator(mode="after")
     def _policy_fits_scheduler(self) -> SimConfig:
         kind = self.scheduler.kind
+        if kind != "vllm_v1" and self.kv_cache.prefix_caching not in (None, "none"):
+            raise ValueError("kv_cache.prefix_caching needs scheduler vllm_v1")
         if kind == "vllm_v1" and self.preemption.mode == "swap":
             raise ValueError("preemption.mode swap: vllm_v1 preempts by recompute only")
         if kind == "vllm_v0" and self.preemption.victim == "lowest_priority":

@@ -1,5 +1,8 @@
 """Workload configuration: synthetic generators or a trace file, chosen by ``kind``.
 
+Kinds: ``synthetic`` (independent requests), ``shared_prefix`` (shared system prompts),
+``multi_turn`` (closed-loop chat sessions) and ``trace``.
+
 Arrival processes, length distributions and the workload itself are discriminated unions on
 ``kind``; every default lives here. Relative paths are resolved against the config file's
 directory when the workload is built (:func:`simkv.workload.build.build_workload`).
@@ -19,17 +22,23 @@ __all__ = [
     "ArrivalConfig",
     "ConstantArrival",
     "EmpiricalLength",
+    "ExponentialThink",
     "FixedLength",
+    "FixedThink",
     "GammaArrival",
     "LengthConfig",
     "LognormalLength",
+    "MultiTurnWorkload",
     "NormalLength",
     "PoissonArrival",
     "PriorityConfig",
+    "SharedPrefixWorkload",
     "SyntheticWorkload",
+    "ThinkTimeConfig",
     "TraceColumns",
     "TraceWorkload",
     "UniformLength",
+    "UniformThink",
     "WorkloadConfig",
     "ZipfLength",
 ]
@@ -195,6 +204,16 @@ class PriorityConfig(Frozen):
         return self
 
 
+def _check_size(
+    count: int | None, duration_s: float | None, arrival: ArrivalConfig, count_name: str
+) -> None:
+    """Exactly one of a count and a duration; a count needs arrivals that never stop."""
+    if (count is None) == (duration_s is None):
+        raise ValueError(f"give exactly one of {count_name} and duration_s")
+    if count is not None and arrival.ends_at_zero_rate:
+        raise ValueError(f"with {count_name}, the arrival schedule must not end at rate 0")
+
+
 class SyntheticWorkload(Frozen):
     """Generated requests: arrivals from a process, lengths from distributions."""
 
@@ -208,10 +227,82 @@ class SyntheticWorkload(Frozen):
 
     @model_validator(mode="after")
     def _one_size(self) -> Self:
-        if (self.num_requests is None) == (self.duration_s is None):
-            raise ValueError("give exactly one of num_requests and duration_s")
-        if self.num_requests is not None and self.arrival.ends_at_zero_rate:
-            raise ValueError("with num_requests, the arrival schedule must not end at rate 0")
+        _check_size(self.num_requests, self.duration_s, self.arrival, "num_requests")
+        return self
+
+
+class SharedPrefixWorkload(Frozen):
+    """Requests that open with one of ``num_prefixes`` shared prefixes, then a unique suffix.
+
+    Prefix lengths are drawn once per prefix; request popularity is Zipf over prefix ranks:
+    P(prefix p) ∝ (p + 1)^(-zipf_a), p = 0 the most popular (``zipf_a: 0`` = uniform).
+    """
+
+    kind: Literal["shared_prefix"]
+    num_requests: PositiveInt | None = Field(None, description="number of requests")
+    duration_s: PositiveFloat | None = Field(None, description="all arrivals before this, s")
+    arrival: ArrivalConfig
+    num_prefixes: PositiveInt = Field(description="number of distinct shared prefixes")
+    prefix_tokens: LengthConfig = Field(description="length of each prefix, tokens")
+    zipf_a: NonNegativeFloat = Field(1.0, description="Zipf exponent of prefix popularity")
+    suffix_tokens: LengthConfig = Field(description="unique part after the prefix, tokens")
+    output_tokens: LengthConfig
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Self:
+        _check_size(self.num_requests, self.duration_s, self.arrival, "num_requests")
+        return self
+
+
+class FixedThink(Frozen):
+    kind: Literal["fixed"]
+    value_s: NonNegativeFloat = Field(description="every think time, s")
+
+
+class ExponentialThink(Frozen):
+    kind: Literal["exponential"]
+    mean_s: PositiveFloat = Field(description="mean think time, s")
+
+
+class UniformThink(Frozen):
+    kind: Literal["uniform"]
+    low_s: NonNegativeFloat = Field(description="shortest think time, s (included)")
+    high_s: NonNegativeFloat = Field(description="longest think time, s")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.high_s < self.low_s:
+            raise ValueError(f"high_s ({self.high_s}) must be ≥ low_s ({self.low_s})")
+        return self
+
+
+ThinkTimeConfig = Annotated[
+    FixedThink | ExponentialThink | UniformThink, Field(discriminator="kind")
+]
+
+
+class MultiTurnWorkload(Frozen):
+    """Closed-loop chat sessions: each turn's prompt is the whole conversation so far.
+
+    Turn k > 0 arrives ``think_s`` after turn k - 1 finishes; its prompt is turn k - 1's prompt
+    + turn k - 1's answer + ``new_tokens``. A session ends early (after its last turn whose
+    prompt fits) rather than exceed ``max_prompt_tokens``; a longer first prompt is clipped.
+    """
+
+    kind: Literal["multi_turn"]
+    num_sessions: PositiveInt | None = Field(None, description="number of sessions")
+    duration_s: PositiveFloat | None = Field(None, description="sessions start before this, s")
+    arrival: ArrivalConfig = Field(description="arrival process of sessions (their turn 0)")
+    turns: LengthConfig = Field(description="turns per session (≥ 1)")
+    think_s: ThinkTimeConfig = Field(description="pause between a turn's end and the next turn")
+    first_prompt_tokens: LengthConfig = Field(description="prompt of turn 0, tokens")
+    new_tokens: LengthConfig = Field(description="new user tokens of each later turn")
+    output_tokens: LengthConfig = Field(description="answer length of every turn, tokens")
+    max_prompt_tokens: PositiveInt = Field(32768, description="longest prompt, tokens")
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Self:
+        _check_size(self.num_sessions, self.duration_s, self.arrival, "num_sessions")
         return self
 
 
@@ -270,4 +361,7 @@ class TraceWorkload(Frozen):
         return self
 
 
-WorkloadConfig = Annotated[SyntheticWorkload | TraceWorkload, Field(discriminator="kind")]
+WorkloadConfig = Annotated[
+    SyntheticWorkload | SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload,
+    Field(discriminator="kind"),
+]

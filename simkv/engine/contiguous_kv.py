@@ -58,6 +58,10 @@ class ContiguousKV:
     def breakdown(self) -> WasteBreakdown:
         return self.alloc.breakdown(self.demand_slots)
 
+    def cache_state(self) -> tuple[int, int, int]:
+        """Contiguous reservations share and cache nothing."""
+        return 0, 0, 0
+
     def check(self) -> None:
         self.alloc.buddy.check()
 

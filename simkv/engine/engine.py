@@ -17,9 +17,11 @@ from dataclasses import dataclass
 import simpy
 
 from simkv.engine.cost_model import CostModel
+from simkv.engine.plan import StepPlan
 from simkv.engine.scheduler import Scheduler
 from simkv.engine.sequence import Seq, Status
 from simkv.metrics.recorder import Recorder
+from simkv.workload.content import KeyStream, unique_segments
 from simkv.workload.request import Workload
 
 ProgressFn = Callable[[int, int], None]
@@ -31,10 +33,12 @@ class SimulationStalled(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class EngineLimits:
-    """Model limits applied at arrival (vLLM's ``max_model_len`` handling)."""
+    """Model limits applied at arrival (vLLM's ``max_model_len`` handling), and whether
+    requests carry content keys (prefix caching on)."""
 
     max_model_len: int
     block_size: int
+    content_keys: bool = False
 
 
 class Engine:
@@ -62,6 +66,7 @@ class Engine:
         self._prompt = workload.prompt_tokens.tolist()
         self._output = workload.output_tokens.tolist()
         self._priority = workload.priority.tolist()
+        self._content = workload.content
         self._released = 0  # requests the arrival process has released so far
         self._admitted = 0
         self._wake: simpy.Event | None = None
@@ -105,7 +110,17 @@ class Engine:
             seq.finish_s = now
             self.recorder.request_done(seq)
             return
+        if self.limits.content_keys:
+            seq.keys = self._keys(i, prompt)
         self.scheduler.add(seq, now)
+
+    def _keys(self, i: int, prompt: int) -> KeyStream:
+        content = self._content
+        if content is None:
+            segments, output_id = unique_segments(i, prompt)
+        else:
+            segments, output_id = content.segments(i), int(content.output_ids[i])
+        return KeyStream(segments, output_id, self.limits.block_size)
 
     def _steps(self) -> Generator[simpy.Event, None, None]:
         env, sched, cost, rec = self.env, self.scheduler, self.cost, self.recorder
@@ -138,14 +153,16 @@ class Engine:
             if self.progress is not None and rec.num_steps % 512 == 0:
                 self.progress(rec.num_done, total)
 
-    def _record(self, start: float, duration: float, plan: object) -> None:
+    def _record(self, start: float, duration: float, plan: StepPlan) -> None:
         sched = self.scheduler
         waiting, running, swapped = sched.queue_lengths()
         used, free, cpu_used = sched.memory_state()
         b = sched.breakdown()
+        cached, shared, evictions = sched.cache_state()
         self.recorder.step((
             start, duration, plan.prefill_tokens, plan.decode_tokens, len(plan.seqs),
             waiting, running, swapped, used, free, b.token_slots, b.reserved_slots,
             b.internal_frag_slots, b.external_frag_slots, b.free_slots, cpu_used,
             plan.preempted, plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks,
+            plan.cache_hit_tokens, cached, shared, evictions,
         ))  # fmt: skip

@@ -2,9 +2,15 @@
 
 :class:`PagedKV` owns a :class:`~simkv.kv.allocator.BlockAllocator` (GPU) and an optional
 :class:`~simkv.kv.swap.SwapPool` (CPU). It keeps two running sums so a step's waste split costs
-O(1): ``written_tokens`` (Σ computed tokens of GPU-resident requests: token states) and
-``internal_slots`` (Σ over GPU-resident requests of slots in their blocks beyond their final
-length: slots that will never be written). Everything else held is reservation.
+O(1): ``written_tokens`` (Σ computed tokens of GPU-resident requests) minus ``shared_tokens``
+(tokens of blocks shared by several requests, counted once per extra reference) are the token
+states, and ``internal_slots`` (Σ over GPU-resident requests of slots in their blocks beyond their
+final length: slots that will never be written). Everything else held is reservation.
+
+With prefix caching (``"hash"``: vLLM 0.11; ``"radix"``: SGLang-style; see
+:mod:`simkv.kv.prefix_cache`) the cache is the allocator's free queue; full computed blocks are
+registered under their content keys after each step, and an admission starts from the longest
+cached prefix (at most ``num_tokens - 1`` tokens, whole blocks).
 
 Invariants (checked by :meth:`check`): the allocator's own invariants; GPU refcounts equal the
 references from GPU-resident tables; ``written_tokens`` and ``internal_slots`` equal their
@@ -17,10 +23,13 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from simkv.engine.plan import StepPlan
-from simkv.engine.sequence import Seq
-from simkv.kv.allocator import BlockAllocator, ReuseOrder
+from simkv.engine.sequence import Seq, Status
+from simkv.kv.allocator import BlockAllocator, BlockId, ReuseOrder
+from simkv.kv.prefix_cache import HashPrefixCache, RadixPrefixCache
 from simkv.kv.swap import SwapDecision, SwapPool
 from simkv.kv.waste import WasteBreakdown
+
+PrefixCaching = str  # "none" | "hash" | "radix"
 
 
 class AllocStatus(StrEnum):
@@ -42,9 +51,16 @@ class PagedKV:
         reuse: ReuseOrder | str = ReuseOrder.FIFO,
         swap_blocks: int = 0,
         block_bytes: int = 0,
+        prefix_caching: PrefixCaching = "none",
     ) -> None:
-        self.gpu = BlockAllocator(num_blocks, block_size, reuse=reuse)
+        self.cache: HashPrefixCache | RadixPrefixCache | None = None
+        if prefix_caching == "hash":
+            self.cache = HashPrefixCache(num_blocks, reuse)
+        elif prefix_caching == "radix":
+            self.cache = RadixPrefixCache(num_blocks)
+        self.gpu = BlockAllocator(num_blocks, block_size, reuse=reuse, free_queue=self.cache)
         self._refs = self.gpu.refcounts
+        self.shared_tokens = 0
         self.block_size = block_size
         self.block_bytes = block_bytes
         self.swap = SwapPool(swap_blocks, block_size, block_bytes) if swap_blocks > 0 else None
@@ -90,10 +106,87 @@ class PagedKV:
         self.written_tokens += plan.prefill_tokens + plan.decode_tokens
 
     def free(self, seq: Seq) -> None:
-        """Release every GPU block of ``seq`` (finish, abort, or recompute preemption)."""
+        """Release every GPU block of ``seq`` (finish, abort, or recompute preemption).
+
+        Blocks are freed last block first, so a cache evicts a request's tail before its head.
+        """
         self.written_tokens -= seq.num_computed
         self.internal_slots -= self._internal(seq)
-        seq.table.free(self.gpu)
+        table = seq.table
+        if self.cache is None:
+            table.free(self.gpu)
+            return
+        self._register(seq)
+        refs, free, bs = self._refs, self.gpu.free, self.block_size
+        for block in reversed(table.block_ids):
+            if refs[block] > 1:
+                self.shared_tokens -= bs
+            free(block)
+        table.block_ids = []
+        table.length = 0
+        seq.cached_upto = 0
+
+    def cached_prefix(self, seq: Seq) -> list[BlockId]:
+        """Blocks of the longest cached prefix of a request with nothing computed (vLLM's
+        ``get_computed_blocks``): whole blocks, at most ``num_tokens - 1`` tokens."""
+        if self.cache is None or seq.keys is None:
+            return []
+        limit = (seq.num_tokens - 1) // self.block_size
+        return self.cache.lookup(seq.keys.extend(limit)[:limit])
+
+    def allocate_with_prefix(self, seq: Seq, hits: list[BlockId], num_new: int) -> bool:
+        """Admit ``seq`` onto its cached ``hits`` plus room for ``num_new`` more tokens.
+
+        All or nothing: reviving a free cached block uses up a free block, as in vLLM.
+        """
+        if not hits:
+            return self.allocate_slots(seq, num_new)
+        refs, bs, gpu = self._refs, self.block_size, self.gpu
+        cached = len(hits) * bs
+        new_blocks = -(-(cached + num_new) // bs) - len(hits)
+        revived = sum(1 for block in hits if refs[block] == 0)
+        if new_blocks + revived > gpu.free_blocks:
+            return False
+        for block in hits:
+            if refs[block] == 0:
+                gpu.revive(block)
+            else:
+                gpu.incref(block)
+                self.shared_tokens += bs
+        table = seq.table
+        table.block_ids = list(hits)
+        table.length = cached
+        seq.num_computed = cached
+        seq.cached_upto = len(hits)
+        self.written_tokens += cached
+        table.append_tokens(gpu, num_new)
+        self.internal_slots += self._internal(seq)
+        return True
+
+    def cache_computed(self, seqs: list[Seq]) -> None:
+        """Register the blocks the last step filled (full and computed) in the prefix cache."""
+        if self.cache is None:
+            return
+        bs = self.block_size
+        for seq in seqs:
+            if seq.status is Status.RUNNING and seq.num_computed // bs > seq.cached_upto:
+                self._register(seq)
+
+    def _register(self, seq: Seq) -> None:
+        cache, full = self.cache, seq.num_computed // self.block_size
+        if cache is None or seq.keys is None or full <= seq.cached_upto:
+            return
+        keys, ids = seq.keys.extend(full), seq.table.block_ids
+        for j in range(seq.cached_upto, full):
+            cache.insert(keys[j], keys[j - 1] if j else None, ids[j])
+        seq.cached_upto = full
+
+    def cache_state(self) -> tuple[int, int, int]:
+        """(cached blocks, slots saved by sharing, evictions so far)."""
+        cache = self.cache
+        if cache is None:
+            return 0, self.shared_tokens, 0
+        return cache.cached_blocks, self.shared_tokens, cache.evictions
 
     def can_allocate(self, seq: Seq, watermark_blocks: int) -> AllocStatus:
         """vLLM v0 admission of a waiting request's whole prompt, keeping a watermark free."""
@@ -146,9 +239,10 @@ class PagedKV:
     def breakdown(self) -> WasteBreakdown:
         """The GPU pool's slots split as token states / reservation / internal / free."""
         held = self.gpu.used_blocks * self.block_size
+        tokens = self.written_tokens - self.shared_tokens
         return WasteBreakdown(
-            token_slots=self.written_tokens,
-            reserved_slots=held - self.written_tokens - self.internal_slots,
+            token_slots=tokens,
+            reserved_slots=held - tokens - self.internal_slots,
             internal_frag_slots=self.internal_slots,
             external_frag_slots=0,
             free_slots=self.gpu.free_blocks * self.block_size,
@@ -162,5 +256,8 @@ class PagedKV:
             self.swap.cpu.check([s.table for s in cpu_seqs])
         written = sum(s.num_computed for s in gpu_seqs)
         internal = sum(self._internal(s) for s in gpu_seqs)
+        refs = self._refs
+        shared = sum(refs[b] - 1 for b in {b for s in gpu_seqs for b in s.table.block_ids})
         assert written == self.written_tokens, (written, self.written_tokens)
         assert internal == self.internal_slots, (internal, self.internal_slots)
+        assert shared * self.block_size == self.shared_tokens, (shared, self.shared_tokens)

@@ -28,6 +28,7 @@ class StepPlan:
     swap_out_blocks: int = 0
     copy_blocks: int = 0
     preempted: int = 0
+    cache_hit_tokens: int = 0
 
     def add(self, seq: Seq, num_new: int) -> None:
         """Schedule ``num_new`` tokens of ``seq`` after its ``num_computed`` cached ones."""

@@ -22,6 +22,7 @@ class KVMemory(Protocol):
     def commit(self, plan: StepPlan) -> None: ...
     def free(self, seq: Seq) -> None: ...
     def breakdown(self) -> WasteBreakdown: ...
+    def cache_state(self) -> tuple[int, int, int]: ...
 
 
 class Scheduler(Protocol):
@@ -34,6 +35,7 @@ class Scheduler(Protocol):
     def queue_lengths(self) -> tuple[int, int, int]: ...
     def memory_state(self) -> tuple[int, int, int]: ...
     def breakdown(self) -> WasteBreakdown: ...
+    def cache_state(self) -> tuple[int, int, int]: ...
     def check(self) -> None: ...
 
 
@@ -50,6 +52,8 @@ class SchedulerBase:
         self.waiting = waiting
         self.running: list[Seq] = []
         self._prev_end_s = -1.0
+        self.fill_block_size = 0  # > 0: collect requests whose step filled a block (caching)
+        self.filled: list[Seq] = []
 
     def add(self, seq: Seq, now: float) -> None:
         """A request arrived."""
@@ -73,8 +77,12 @@ class SchedulerBase:
         prev_end = self._prev_end_s
         contiguous = 0
         any_finished = False
+        fill, filled = self.fill_block_size, self.filled
+        filled.clear()
         for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
             seq.num_computed += num_new
+            if fill and seq.num_computed % fill < num_new:
+                filled.append(seq)
             if seq.num_computed != seq.num_tokens:
                 continue  # a prefill chunk that did not reach the end of the known tokens
             seq.num_output += 1
@@ -123,3 +131,7 @@ class SchedulerBase:
 
     def breakdown(self) -> WasteBreakdown:
         return self.kv.breakdown()
+
+    def cache_state(self) -> tuple[int, int, int]:
+        """(cached blocks, slots saved by sharing, evictions so far)."""
+        return self.kv.cache_state()

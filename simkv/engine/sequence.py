@@ -13,6 +13,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from simkv.kv.block_table import SequenceTable
+from simkv.workload.content import KeyStream
 
 
 class Status(StrEnum):
@@ -35,16 +36,20 @@ class Seq:
 
     __slots__ = (
         "arrival_s",
+        "cache_hit_tokens",
+        "cached_upto",
         "final_kv_tokens",
         "finish_s",
         "first_scheduled_s",
         "first_token_s",
+        "keys",
         "last_token_s",
         "num_computed",
         "num_output",
         "num_tokens",
         "output_tokens",
         "preemptions",
+        "prefix_hit_tokens",
         "priority",
         "prompt_tokens",
         "reason",
@@ -90,6 +95,10 @@ class Seq:
         self.swaps = 0
         self.swapped_bytes = 0
         self.recomputed_tokens = 0
+        self.keys: KeyStream | None = None  # content keys, when prefix caching is on
+        self.cached_upto = 0  # leading blocks registered in the prefix cache
+        self.prefix_hit_tokens: int | None = None  # cache hits at the first admission
+        self.cache_hit_tokens = 0  # cache hits over every admission (incl. after preemption)
 
     @property
     def in_prefill(self) -> bool:

@@ -34,12 +34,14 @@ class VllmV1Scheduler(SchedulerBase):
         self.cfg = cfg
         self.kv: PagedKV = kv
         self.victim = preemption.victim
+        if kv.cache is not None:
+            self.fill_block_size = kv.block_size
 
     def memory_state(self) -> tuple[int, int, int]:
         return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, 0
 
-    def _chunk(self, seq: Seq, budget: int) -> int:
-        num_new = seq.num_tokens - seq.num_computed
+    def _chunk(self, num_new: int, budget: int) -> int:
+        """Tokens to schedule out of ``num_new`` remaining: threshold and budget applied."""
         threshold = self.cfg.long_prefill_token_threshold
         if 0 < threshold < num_new:
             num_new = threshold
@@ -63,7 +65,7 @@ class VllmV1Scheduler(SchedulerBase):
                 budget -= 1
                 i += 1
                 continue
-            num_new = self._chunk(seq, budget)
+            num_new = self._chunk(seq.num_tokens - seq.num_computed, budget)
             while not self.kv.allocate_slots(seq, num_new):
                 victim = pick_victim(running, self.victim)
                 j = running.index(victim)
@@ -90,19 +92,31 @@ class VllmV1Scheduler(SchedulerBase):
         plan.preempted += 1
 
     def _schedule_waiting(self, plan: StepPlan, budget: int, now: float) -> None:
-        waiting = self.waiting
+        waiting, kv = self.waiting, self.kv
         while len(waiting) and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             seq = waiting.peek()
-            num_new = self._chunk(seq, budget)
-            if not self.cfg.enable_chunked_prefill and num_new < seq.num_tokens:
+            hits = kv.cached_prefix(seq)
+            remaining = seq.num_tokens - len(hits) * kv.block_size
+            num_new = self._chunk(remaining, budget)
+            if not self.cfg.enable_chunked_prefill and num_new < remaining:
                 break
-            if not self.kv.allocate_slots(seq, num_new):
+            if not kv.allocate_with_prefix(seq, hits, num_new):
                 break
+            hit_tokens = seq.num_computed
+            if seq.prefix_hit_tokens is None:
+                seq.prefix_hit_tokens = hit_tokens
+            seq.cache_hit_tokens += hit_tokens
+            plan.cache_hit_tokens += hit_tokens
             waiting.pop()
             self.running.append(seq)
             self._mark_scheduled(seq, now)
             plan.add(seq, num_new)
             budget -= num_new
+
+    def complete(self, plan: StepPlan, now: float) -> None:
+        super().complete(plan, now)
+        if self.filled:
+            self.kv.cache_computed(self.filled)
 
     def check(self) -> None:
         self.kv.check(self.running)

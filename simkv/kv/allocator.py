@@ -6,10 +6,10 @@ swap pool (``swap.py``) call ``alloc``/``incref``/``free`` and never touch the c
 
 from __future__ import annotations
 
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, NewType
+from typing import TYPE_CHECKING, NewType, Protocol
 
 if TYPE_CHECKING:
     from simkv.kv.block_table import SequenceTable
@@ -62,6 +62,57 @@ class ReuseOrder(StrEnum):
     LIFO = "lifo"
 
 
+class FreeQueue(Protocol):
+    """The blocks with refcount 0, in the order ``alloc`` reuses them.
+
+    The order *is* the eviction policy of a prefix cache: a cache-aware queue (see
+    ``prefix_cache.py``) forgets a block's cached content when ``pop`` hands the block out.
+    """
+
+    def pop(self) -> BlockId:
+        """Remove and return the block to reuse next (the queue is not empty)."""
+        ...
+
+    def push(self, block_id: BlockId) -> None:
+        """A block's refcount reached 0."""
+        ...
+
+    def remove(self, block_id: BlockId) -> None:
+        """A free block is taken back (a prefix-cache hit revives it)."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[BlockId]: ...
+
+
+class OrderedFreeQueue:
+    """FIFO or LIFO free queue with O(1) push, pop and removal of any block."""
+
+    __slots__ = ("_lifo", "_queue")
+
+    def __init__(self, block_ids: Iterable[int], reuse: ReuseOrder | str = ReuseOrder.FIFO) -> None:
+        self._queue: OrderedDict[BlockId, None] = OrderedDict.fromkeys(map(BlockId, block_ids))
+        self._lifo = ReuseOrder(reuse) is ReuseOrder.LIFO
+
+    def pop(self) -> BlockId:
+        return self._queue.popitem(last=False)[0]
+
+    def push(self, block_id: BlockId) -> None:
+        self._queue[block_id] = None
+        if self._lifo:
+            self._queue.move_to_end(block_id, last=False)
+
+    def remove(self, block_id: BlockId) -> None:
+        del self._queue[block_id]
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def __iter__(self) -> Iterator[BlockId]:
+        return iter(self._queue)
+
+
 class BlockAllocator:
     """Hands out fixed-size physical KV blocks with reference counting.
 
@@ -73,15 +124,20 @@ class BlockAllocator:
     * given the tables resident on this allocator, each block's refcount equals the number of
       references to it from those tables.
 
-    The free queue is a deque whose order *is* the reuse policy: ``alloc`` pops the head, ``free``
-    returns a block to the tail (``FIFO``) or the head (``LIFO``) when its refcount reaches 0.
-    The initial order is ``0, 1, ..., num_blocks - 1``. ``alloc`` and ``free`` are O(1).
+    The free queue's order *is* the reuse policy: ``alloc`` pops the head, ``free`` returns a
+    block to the tail (``FIFO``) or the head (``LIFO``) when its refcount reaches 0. The initial
+    order is ``0, 1, ..., num_blocks - 1``. ``alloc`` and ``free`` are O(1). A prefix cache
+    passes its own cache-aware ``free_queue`` (holding all ``num_blocks`` ids initially).
     """
 
-    __slots__ = ("_block_size", "_free", "_refcount", "_release", "_reuse", "_used")
+    __slots__ = ("_block_size", "_free", "_refcount", "_reuse", "_used")
 
     def __init__(
-        self, num_blocks: int, block_size: int = 16, reuse: ReuseOrder | str = ReuseOrder.FIFO
+        self,
+        num_blocks: int,
+        block_size: int = 16,
+        reuse: ReuseOrder | str = ReuseOrder.FIFO,
+        free_queue: FreeQueue | None = None,
     ) -> None:
         if num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
@@ -89,12 +145,11 @@ class BlockAllocator:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         self._reuse = ReuseOrder(reuse)
         self._block_size = block_size
-        self._free: deque[BlockId] = deque(map(BlockId, range(num_blocks)))
+        self._free: FreeQueue = free_queue or OrderedFreeQueue(range(num_blocks), self._reuse)
+        if len(self._free) != num_blocks:
+            raise ValueError("a free_queue must start with every block")
         self._refcount: list[int] = [0] * num_blocks
         self._used = 0
-        self._release: Callable[[BlockId], None] = (
-            self._free.append if self._reuse is ReuseOrder.FIFO else self._free.appendleft
-        )
 
     def __repr__(self) -> str:
         return (
@@ -145,7 +200,7 @@ class BlockAllocator:
         """Take the block at the head of the free queue; its refcount becomes 1."""
         if not self._free:
             raise OutOfBlocks(1, 0)
-        block_id = self._free.popleft()
+        block_id = self._free.pop()
         self._refcount[block_id] = 1
         self._used += 1
         return block_id
@@ -157,12 +212,21 @@ class BlockAllocator:
         free = self._free
         if n > len(free):
             raise OutOfBlocks(n, len(free))
-        ids = [free.popleft() for _ in range(n)]
+        ids = [free.pop() for _ in range(n)]
         refcount = self._refcount
         for block_id in ids:
             refcount[block_id] = 1
         self._used += n
         return ids
+
+    def revive(self, block_id: BlockId) -> None:
+        """Take a specific free block back with refcount 1 (a prefix-cache hit on it)."""
+        self._validate(block_id)
+        if self._refcount[block_id] != 0:
+            raise InvalidBlockId(f"revive of used block {block_id}")
+        self._free.remove(block_id)
+        self._refcount[block_id] = 1
+        self._used += 1
 
     def incref(self, block_id: BlockId) -> None:
         """Add a reference to a used block (prefix sharing / fork)."""
@@ -180,7 +244,7 @@ class BlockAllocator:
         self._refcount[block_id] = count - 1
         if count == 1:
             self._used -= 1
-            self._release(block_id)
+            self._free.push(block_id)
 
     def free_many(self, block_ids: Iterable[BlockId]) -> None:
         """Drop one reference per listed id (an id may repeat); all or nothing.

@@ -40,6 +40,10 @@ STEP_COLUMNS: tuple[str, ...] = (
     "swap_out_blocks",
     "swap_in_blocks",
     "copy_blocks",
+    "cache_hit_tokens",
+    "cached_blocks",
+    "shared_slots",
+    "evictions",
 )
 
 
@@ -61,7 +65,8 @@ class Recorder:
             for name in (
                 "req_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
                 "prompt_tokens", "output_tokens", "generated_tokens", "truncated", "priority",
-                "preemptions", "swaps", "swapped_bytes", "recomputed_tokens", "status", "reason",
+                "preemptions", "swaps", "swapped_bytes", "recomputed_tokens", "prefix_hit_tokens",
+                "cache_hit_tokens", "status", "reason",
             )
         }  # fmt: skip
         self._steps: list[tuple[float | int, ...]] = []
@@ -85,6 +90,8 @@ class Recorder:
         r["swaps"].append(seq.swaps)
         r["swapped_bytes"].append(seq.swapped_bytes)
         r["recomputed_tokens"].append(seq.recomputed_tokens)
+        r["prefix_hit_tokens"].append(seq.prefix_hit_tokens or 0)
+        r["cache_hit_tokens"].append(seq.cache_hit_tokens)
         r["status"].append(str(seq.status))
         r["reason"].append(seq.reason)
 

@@ -114,4 +114,23 @@ def summarize(frames: RunFrames, slo: SLOConfig, total_blocks: int) -> dict[str,
     out["recomputed_tokens"] = int(req["recomputed_tokens"].sum())
     out["swap_gib"] = float(req["swapped_bytes"].sum()) / GIB
     _memory_stats(steps, total_blocks, out)
+    _prefix_stats(req, steps, out)
     return out
+
+
+def _prefix_stats(req: pd.DataFrame, steps: pd.DataFrame, out: dict[str, float | None]) -> None:
+    """Prefix-cache figures over the requests that were admitted (hits at first admission)."""
+    admitted = req[req["first_scheduled_s"].notna()]
+    prompts = int(admitted["prompt_tokens"].sum())
+    hits = int(admitted["prefix_hit_tokens"].sum())
+    out["prefix_hit_rate"] = hits / prompts if prompts else None
+    out["prefix_hit_request_rate"] = (
+        float((admitted["prefix_hit_tokens"] > 0).mean()) if len(admitted) else None
+    )
+    out["prefill_tokens_saved"] = int(req["cache_hit_tokens"].sum())
+    out["evictions"] = int(steps["evictions"].iloc[-1]) if len(steps) else 0
+    w = steps["duration_s"].to_numpy()
+    if len(steps) and w.sum() > 0:
+        out["mean_cached_blocks"] = float(np.average(steps["cached_blocks"], weights=w))
+        out["mean_shared_slots"] = float(np.average(steps["shared_slots"], weights=w))
+        out["peak_shared_slots"] = int(steps["shared_slots"].max())

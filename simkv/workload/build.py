@@ -1,7 +1,8 @@
 """Turn a validated workload config into a :class:`Workload`.
 
-Random draws happen in a fixed order — arrivals, prompt lengths, output lengths, priorities — so
-the same config and seed always give identical arrays.
+Random draws happen in a fixed order — arrivals, then the kind's own order (synthetic: prompt
+lengths, output lengths, priorities; shared_prefix and multi_turn: see
+:mod:`simkv.workload.generators`) — so the same config and seed always give identical arrays.
 """
 
 from __future__ import annotations
@@ -14,20 +15,27 @@ from simkv.config.workload import (
     ArrivalConfig,
     ConstantArrival,
     EmpiricalLength,
+    ExponentialThink,
     FixedLength,
+    FixedThink,
     GammaArrival,
     LengthConfig,
     LognormalLength,
+    MultiTurnWorkload,
     NormalLength,
     PriorityConfig,
+    SharedPrefixWorkload,
     SyntheticWorkload,
+    ThinkTimeConfig,
     TraceWorkload,
     UniformLength,
+    UniformThink,
     WorkloadConfig,
     ZipfLength,
 )
 from simkv.errors import InputError
-from simkv.workload import arrivals, lengths
+from simkv.workload import arrivals, generators, lengths
+from simkv.workload.generators import LengthSampler
 from simkv.workload.request import Workload
 from simkv.workload.traces import ArrivalSampler, ColumnMap, read_trace
 
@@ -94,13 +102,64 @@ def sample_priorities(cfg: PriorityConfig | None, rng: np.random.Generator, n: i
     return rng.choice(np.asarray(cfg.values, dtype=np.int64), size=n, p=weights)
 
 
+def sample_think_s(cfg: ThinkTimeConfig, rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` think times (float64 s ≥ 0); a fixed value makes no random draw."""
+    match cfg:
+        case FixedThink():
+            return np.full(n, cfg.value_s, np.float64)
+        case ExponentialThink():
+            return rng.exponential(cfg.mean_s, size=n)
+        case UniformThink():
+            return rng.uniform(cfg.low_s, cfg.high_s, size=n)
+    raise TypeError(f"unknown think time config {type(cfg).__name__}")
+
+
+def _arrivals(
+    cfg: ArrivalConfig, rng: np.random.Generator, n: int | None, duration_s: float | None
+) -> np.ndarray:
+    """Arrival times; :class:`InputError` when none falls within ``duration_s``."""
+    arrival_s = sample_arrivals(cfg, rng, n=n, duration_s=duration_s)
+    if len(arrival_s) == 0:
+        raise InputError(f"no request arrives within duration_s={duration_s}", field="duration_s")
+    return arrival_s
+
+
+def _lengths(cfg: LengthConfig, rng: np.random.Generator, base_dir: Path) -> LengthSampler:
+    return lambda n: sample_lengths(cfg, rng, n, base_dir)
+
+
+def _shared_prefix(cfg: SharedPrefixWorkload, rng: np.random.Generator, base_dir: Path) -> Workload:
+    arrival_s = _arrivals(cfg.arrival, rng, cfg.num_requests, cfg.duration_s)
+    return generators.shared_prefix(
+        rng,
+        arrival_s,
+        num_prefixes=cfg.num_prefixes,
+        zipf_a=cfg.zipf_a,
+        prefix_tokens=_lengths(cfg.prefix_tokens, rng, base_dir),
+        suffix_tokens=_lengths(cfg.suffix_tokens, rng, base_dir),
+        output_tokens=_lengths(cfg.output_tokens, rng, base_dir),
+        source=f"shared_prefix: {len(arrival_s)} requests, {cfg.num_prefixes} prefixes, "
+        f"{cfg.arrival.kind} arrivals",
+    )
+
+
+def _multi_turn(cfg: MultiTurnWorkload, rng: np.random.Generator, base_dir: Path) -> Workload:
+    arrival_s = _arrivals(cfg.arrival, rng, cfg.num_sessions, cfg.duration_s)
+    return generators.multi_turn(
+        arrival_s,
+        turns=_lengths(cfg.turns, rng, base_dir),
+        first_prompt_tokens=_lengths(cfg.first_prompt_tokens, rng, base_dir),
+        new_tokens=_lengths(cfg.new_tokens, rng, base_dir),
+        output_tokens=_lengths(cfg.output_tokens, rng, base_dir),
+        think_s=lambda n: sample_think_s(cfg.think_s, rng, n),
+        max_prompt_tokens=cfg.max_prompt_tokens,
+        source=f"multi_turn: {len(arrival_s)} sessions, {cfg.arrival.kind} arrivals",
+    )
+
+
 def _synthetic(cfg: SyntheticWorkload, rng: np.random.Generator, base_dir: Path) -> Workload:
-    arrival_s = sample_arrivals(cfg.arrival, rng, n=cfg.num_requests, duration_s=cfg.duration_s)
+    arrival_s = _arrivals(cfg.arrival, rng, cfg.num_requests, cfg.duration_s)
     n = len(arrival_s)
-    if n == 0:
-        raise InputError(
-            f"no request arrives within duration_s={cfg.duration_s}", field="duration_s"
-        )
     return Workload(
         arrival_s,
         sample_lengths(cfg.prompt_tokens, rng, n, base_dir),
@@ -138,8 +197,13 @@ def build_workload(cfg: WorkloadConfig, rng: np.random.Generator, base_dir: Path
     """The workload described by ``cfg``; relative paths are resolved against ``base_dir``.
 
     Raises :class:`simkv.errors.InputError` for unreadable or bad trace/empirical files and for
-    a synthetic duration in which no request arrives.
+    a generated workload's duration in which no request (session) arrives.
     """
-    if isinstance(cfg, TraceWorkload):
-        return _trace(cfg, rng, base_dir)
+    match cfg:
+        case TraceWorkload():
+            return _trace(cfg, rng, base_dir)
+        case SharedPrefixWorkload():
+            return _shared_prefix(cfg, rng, base_dir)
+        case MultiTurnWorkload():
+            return _multi_turn(cfg, rng, base_dir)
     return _synthetic(cfg, rng, base_dir)

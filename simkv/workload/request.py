@@ -1,16 +1,21 @@
 """Request records: one :class:`Request` value, and a columnar :class:`Workload` of many.
 
-A workload stores four numpy columns and no per-request objects, so a million requests cost
-about 32 MB. :class:`Request` values are made on demand when iterating.
+A workload stores four numpy columns (about 32 MB per million requests) plus optional ones:
+prompt content identity (:class:`~simkv.workload.content.PromptContent`) for prefix caching,
+and ``session_id``/``turn``/``think_s`` for closed-loop multi-turn sessions. :class:`Request`
+values are made on demand when iterating.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from simkv.workload.content import PromptContent
 
 _ITER_CHUNK = 65_536
 
@@ -44,6 +49,17 @@ class Workload:
     equal length; ``arrival_s`` is float64, finite, ≥ 0 and non-decreasing (the first arrival may
     be > 0); ``prompt_tokens`` and ``output_tokens`` are int64 ≥ 1; ``priority`` is int64 (lower =
     more important). Columns are stored as read-only views.
+
+    Optional columns (None = absent):
+
+    * ``content``: request ``i``'s segments sum to ``prompt_tokens[i]`` tokens, and every
+      segment id and output id is ≥ 0 (negative ids are simkv's own).
+    * ``session_id``, ``turn`` (int64) and ``think_s`` (float64, finite, ≥ 0), all three or
+      none: closed-loop sessions. The turns of a session appear as 0, 1, 2, … in array order.
+      Turn 0 arrives at ``arrival_s``; turn k > 0 arrives ``think_s`` seconds after turn k - 1
+      of its session finishes (the engine's job), and its ``arrival_s`` equals its session's
+      turn-0 arrival (checked), which keeps ``arrival_s`` sorted and every session inside any
+      time window whole. ``think_s`` of a turn 0 is unused.
     """
 
     arrival_s: np.ndarray
@@ -51,11 +67,17 @@ class Workload:
     output_tokens: np.ndarray
     priority: np.ndarray
     source: str
+    content: PromptContent | None = None
+    session_id: np.ndarray | None = None
+    turn: np.ndarray | None = None
+    think_s: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s) if np.ndim(self.arrival_s) == 1 else -1
-        for name, dtype in _COLUMNS.items():
+        for name, dtype in {**_COLUMNS, **_SESSION_COLUMNS}.items():
             values = getattr(self, name)
+            if values is None and name in _SESSION_COLUMNS:
+                continue
             if not isinstance(values, np.ndarray) or values.ndim != 1:
                 raise ValueError(f"{name} must be a 1-D numpy array")
             if values.dtype != dtype:
@@ -64,6 +86,8 @@ class Workload:
                 raise ValueError(f"{name} has {len(values)} values, arrival_s has {n}")
             object.__setattr__(self, name, _frozen_view(values))
         _check_values(self)
+        _check_content(self)
+        _check_sessions(self)
 
     @classmethod
     def from_arrays(
@@ -74,16 +98,26 @@ class Workload:
         priority: np.ndarray | list[int] | None = None,
         *,
         source: str,
+        content: PromptContent | None = None,
+        session_id: np.ndarray | list[int] | None = None,
+        turn: np.ndarray | list[int] | None = None,
+        think_s: np.ndarray | list[float] | None = None,
     ) -> Workload:
         """Build from array-likes, converting dtypes (``priority`` None = all 0). No sorting."""
         arrivals = np.asarray(arrival_s, dtype=np.float64)
         prios = np.zeros(len(arrivals), np.int64) if priority is None else priority
+        sessions = {"session_id": session_id, "turn": turn, "think_s": think_s}
         return cls(
             arrivals,
             np.asarray(prompt_tokens, dtype=np.int64),
             np.asarray(output_tokens, dtype=np.int64),
             np.asarray(prios, dtype=np.int64),
             source,
+            content,
+            **{
+                name: None if values is None else np.asarray(values, _SESSION_COLUMNS[name])
+                for name, values in sessions.items()
+            },
         )
 
     def __len__(self) -> int:
@@ -109,10 +143,20 @@ class Workload:
                 yield Request(start + offset, *row)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per request: ``req_id, arrival_s, prompt_tokens, output_tokens, priority``."""
+        """One row per request: ``req_id, arrival_s, prompt_tokens, output_tokens, priority``.
+
+        Then, when present: ``session_id, turn, think_s``; and for content ``segments`` (a list
+        of ``(segment_id, length_tokens)`` per row) and ``output_id``.
+        """
         data = {"req_id": np.arange(len(self), dtype=np.int64)}
         data.update({name: np.array(getattr(self, name)) for name in _COLUMNS})
-        return pd.DataFrame(data)
+        if self.session_id is not None:
+            data.update({name: np.array(getattr(self, name)) for name in _SESSION_COLUMNS})
+        frame = pd.DataFrame(data)
+        if self.content is not None:
+            frame["segments"] = [self.content.segments(i) for i in range(len(self))]
+            frame["output_id"] = np.array(self.content.output_ids, dtype=np.int64)
+        return frame
 
     @property
     def mean_rate_per_s(self) -> float | None:
@@ -126,13 +170,18 @@ class Workload:
         return (len(self) - 1) / span_s if span_s > 0 else None
 
     def take(self, n: int) -> Workload:
-        """The first ``n`` requests (all of them when ``n`` ≥ len)."""
+        """The first ``n`` requests (all of them when ``n`` ≥ len).
+
+        A session cut by the limit keeps its leading turns (those among the first ``n`` rows),
+        which is again a valid session.
+        """
         return self._subset(slice(0, n), shift_s=0.0, source=f"{self.source}, first {n}")
 
     def between(self, start_s: float | None, end_s: float | None) -> Workload:
         """Requests with ``start_s ≤ arrival_s < end_s``, shifted so ``start_s`` becomes 0.
 
-        None means unbounded on that side (and no shift when ``start_s`` is None).
+        None means unbounded on that side (and no shift when ``start_s`` is None). All turns of
+        a session share its turn-0 ``arrival_s``, so a window keeps or drops whole sessions.
         """
         lo = 0 if start_s is None else int(np.searchsorted(self.arrival_s, start_s, "left"))
         hi = len(self) if end_s is None else int(np.searchsorted(self.arrival_s, end_s, "left"))
@@ -143,24 +192,30 @@ class Workload:
         )
 
     def time_scaled(self, factor: float) -> Workload:
-        """Every arrival time (so every inter-arrival gap) multiplied by ``factor`` > 0."""
+        """Every arrival time (so every inter-arrival gap) multiplied by ``factor`` > 0.
+
+        Think times are left unchanged: they follow a finished turn, not the arrival clock.
+        """
         if not factor > 0:
             raise ValueError(f"time scale factor must be > 0, got {factor}")
-        return Workload(
-            self.arrival_s * factor,
-            self.prompt_tokens,
-            self.output_tokens,
-            self.priority,
-            f"{self.source}, times x{factor:g}",
-        )
+        source = f"{self.source}, times x{factor:g}"
+        return dataclasses.replace(self, arrival_s=self.arrival_s * factor, source=source)
 
     def _subset(self, rows: slice, *, shift_s: float, source: str) -> Workload:
+        lo, hi, _ = rows.indices(len(self))
+        hi = max(lo, hi)
+        sessions = {
+            name: None if getattr(self, name) is None else getattr(self, name)[lo:hi]
+            for name in _SESSION_COLUMNS
+        }
         return Workload(
-            self.arrival_s[rows] - shift_s,
-            self.prompt_tokens[rows],
-            self.output_tokens[rows],
-            self.priority[rows],
+            self.arrival_s[lo:hi] - shift_s,
+            self.prompt_tokens[lo:hi],
+            self.output_tokens[lo:hi],
+            self.priority[lo:hi],
             source,
+            None if self.content is None else _content_rows(self.content, lo, hi),
+            **sessions,
         )
 
 
@@ -170,6 +225,22 @@ _COLUMNS: dict[str, np.dtype] = {
     "output_tokens": np.dtype(np.int64),
     "priority": np.dtype(np.int64),
 }
+_SESSION_COLUMNS: dict[str, np.dtype] = {
+    "session_id": np.dtype(np.int64),
+    "turn": np.dtype(np.int64),
+    "think_s": np.dtype(np.float64),
+}
+
+
+def _content_rows(content: PromptContent, lo: int, hi: int) -> PromptContent:
+    """Requests ``lo ≤ i < hi`` of ``content``, with their segment and output ids unchanged."""
+    first, last = int(content.offsets[lo]), int(content.offsets[hi])
+    return PromptContent(
+        content.seg_ids[first:last],
+        content.seg_lens[first:last],
+        content.offsets[lo : hi + 1] - first,
+        content.output_ids[lo:hi],
+    )
 
 
 def _check_values(w: Workload) -> None:
@@ -179,6 +250,8 @@ def _check_values(w: Workload) -> None:
         ("prompt_tokens", w.prompt_tokens < 1, "≥ 1"),
         ("output_tokens", w.output_tokens < 1, "≥ 1"),
     )
+    if w.think_s is not None:
+        checks += (("think_s", ~np.isfinite(w.think_s) | (w.think_s < 0), "finite and ≥ 0"),)
     for name, bad, rule in checks:
         if bad.any():
             i = int(np.argmax(bad))
@@ -188,3 +261,59 @@ def _check_values(w: Workload) -> None:
         if back.any():
             i = int(np.argmax(back)) + 1
             raise ValueError(f"arrival_s must be non-decreasing: [{i}] < [{i - 1}]")
+
+
+def _check_content(w: Workload) -> None:
+    """Raise ValueError unless ``content`` covers every request with its exact prompt length."""
+    c = w.content
+    if c is None:
+        return
+    if not isinstance(c, PromptContent) or len(c) != len(w):
+        raise ValueError(f"content must be a PromptContent of {len(w)} requests")
+    empty = np.diff(c.offsets) == 0
+    if empty.any():
+        raise ValueError(f"content of request {int(np.argmax(empty))} has no segments")
+    if (len(c.seg_ids) and int(c.seg_ids.min()) < 0) or (len(c) and int(c.output_ids.min()) < 0):
+        raise ValueError("content ids must be ≥ 0 (negative ids are reserved for simkv)")
+    sums = c.prompt_tokens()
+    bad = sums != w.prompt_tokens
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"content of request {i}: segments sum to {sums[i]} tokens, "
+            f"prompt_tokens[{i}] = {w.prompt_tokens[i]}"
+        )
+
+
+def _check_sessions(w: Workload) -> None:
+    """Raise ValueError unless session columns are all present or all absent, and consistent."""
+    present = [getattr(w, name) is not None for name in _SESSION_COLUMNS]
+    if not any(present):
+        return
+    if not all(present):
+        raise ValueError("session_id, turn and think_s go together: give all three or none")
+    assert w.session_id is not None and w.turn is not None
+    order = np.argsort(w.session_id, kind="stable")
+    ranks = np.arange(len(w))
+    sorted_ids = w.session_id[order]
+    starts = np.ones(len(w), dtype=bool)
+    starts[1:] = sorted_ids[1:] != sorted_ids[:-1]
+    group_start = np.maximum.accumulate(np.where(starts, ranks, 0))
+    expected = np.empty(len(w), np.int64)
+    expected[order] = ranks - group_start
+    bad = w.turn != expected
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"turn[{i}] = {w.turn[i]}, expected {expected[i]}: the turns of session "
+            f"{w.session_id[i]} must be 0, 1, 2, ... in array order"
+        )
+    first = np.empty(len(w), np.int64)
+    first[order] = order[group_start]
+    late = w.arrival_s != w.arrival_s[first]
+    if late.any():
+        i = int(np.argmax(late))
+        raise ValueError(
+            f"arrival_s[{i}] = {w.arrival_s[i]} must equal its session's turn-0 "
+            f"arrival_s[{first[i]}] = {w.arrival_s[first[i]]}"
+        )

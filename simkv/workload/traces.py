@@ -5,6 +5,13 @@ and reported as :class:`simkv.errors.InputError` with ``file:line column`` (line
 physical line of the file; a CSV header is line 1). Rows are sorted by arrival, stably.
 Arrival times are seconds: Azure wall-clock stamps become offsets from the earliest stamp;
 Mooncake (ms) and generic arrival columns are kept as relative times, not re-based.
+
+A Mooncake trace with a ``hash_ids`` column also gives prompt content
+(:class:`~simkv.workload.content.PromptContent`): one segment per hash id, 512 tokens each but the
+last, which holds the remainder. A row must therefore have exactly ``ceil(input_length / 512)``
+ids (true of every row of the published synthetic trace), each an integer ≥ 0; output ids are
+``max hash id + 1 + i`` for request ``i``. Without a ``hash_ids`` column, and for other formats,
+``content`` is None.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from simkv.errors import InputError
+from simkv.workload.content import PromptContent
 from simkv.workload.request import Workload
 
 TraceFormat = Literal["auto", "azure", "mooncake", "lengths", "generic"]
@@ -36,6 +44,8 @@ _KNOWN = (
     f"Azure ({', '.join(AZURE)}), Mooncake ({', '.join(MOONCAKE)}), "
     f"ShareGPT lengths ({', '.join(SHAREGPT)}) or generic ({', '.join(GENERIC)})"
 )
+#: Tokens covered by one Mooncake hash id.
+MOONCAKE_BLOCK_TOKENS = 512
 
 
 @dataclass(frozen=True)
@@ -201,6 +211,7 @@ class _Rows:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     priority: np.ndarray | None = None
+    hash_ids: list[np.ndarray] | None = None
 
 
 def _azure_seconds(table: _Table) -> np.ndarray:
@@ -220,9 +231,52 @@ def _azure(table: _Table, columns: ColumnMap | None) -> _Rows:
     return _Rows(_azure_seconds(table), table.ints("ContextTokens"), table.ints("GeneratedTokens"))
 
 
+def _hash_id_lists(table: _Table) -> list[np.ndarray]:
+    """Column ``hash_ids`` in file order: per row, a list of integer ids ≥ 0 (int64)."""
+    out: list[np.ndarray] = []
+    for row, value in enumerate(table.column("hash_ids").tolist()):
+        if not isinstance(value, list) or not all(type(v) is int for v in value):
+            raise table.fail(row, "hash_ids", "expected a list of integers")
+        if value and not 0 <= min(value) <= max(value) < 2**63:
+            raise table.fail(row, "hash_ids", f"hash ids must be in [0, 2^63), got {value}")
+        out.append(np.asarray(value, dtype=np.int64))
+    return out
+
+
+def _check_hash_counts(table: _Table, hash_ids: list[np.ndarray], prompt: np.ndarray) -> None:
+    """Each row needs one hash id per 512-token block of its prompt, the last block partial."""
+    counts = np.array([len(ids) for ids in hash_ids], dtype=np.int64)
+    needed = -(-prompt // MOONCAKE_BLOCK_TOKENS)
+    bad = counts != needed
+    if bad.any():
+        row = int(np.argmax(bad))
+        message = (
+            f"{counts[row]} hash ids for input_length {prompt[row]}: expected "
+            f"ceil({prompt[row]} / {MOONCAKE_BLOCK_TOKENS}) = {needed[row]}"
+        )
+        raise table.fail(row, "hash_ids", message)
+
+
+def _mooncake_content(hash_ids: list[np.ndarray], prompt: np.ndarray) -> PromptContent:
+    """Segments ``(hash_id, 512)`` per request, the last one holding the remainder."""
+    counts = np.array([len(ids) for ids in hash_ids], dtype=np.int64)
+    seg_ids = np.concatenate(hash_ids)
+    offsets = np.zeros(len(hash_ids) + 1, np.int64)
+    offsets[1:] = np.cumsum(counts)
+    seg_lens = np.full(len(seg_ids), MOONCAKE_BLOCK_TOKENS, np.int64)
+    seg_lens[offsets[1:] - 1] = prompt - MOONCAKE_BLOCK_TOKENS * (counts - 1)
+    output_ids = int(seg_ids.max()) + 1 + np.arange(len(hash_ids), dtype=np.int64)
+    return PromptContent(seg_ids, seg_lens, offsets, output_ids)
+
+
 def _mooncake(table: _Table, columns: ColumnMap | None) -> _Rows:
     arrival_s = table.numbers("timestamp", minimum=0, integer=False) / 1000.0
-    return _Rows(arrival_s, table.ints("input_length"), table.ints("output_length"))
+    prompt, output = table.ints("input_length"), table.ints("output_length")
+    hash_ids = None
+    if table.has("hash_ids"):
+        hash_ids = _hash_id_lists(table)
+        _check_hash_counts(table, hash_ids, prompt)
+    return _Rows(arrival_s, prompt, output, hash_ids=hash_ids)
 
 
 def _lengths(table: _Table, columns: ColumnMap | None) -> _Rows:
@@ -282,12 +336,17 @@ def _sorted_workload(rows: _Rows, arrival: ArrivalSampler | None, table: _Table)
         message = "trace has no timestamps (lengths only): set the workload's arrival process"
         raise InputError(message, file=table.path, field="arrival")
     priority = np.zeros(n, np.int64) if rows.priority is None else rows.priority[order]
+    prompt = rows.prompt_tokens[order]
+    content = None
+    if rows.hash_ids is not None:
+        content = _mooncake_content([rows.hash_ids[i] for i in order], prompt)
     return Workload(
         arrival_s,
-        rows.prompt_tokens[order],
+        prompt,
         rows.output_tokens[order],
         priority,
         f"trace {table.path.name}",
+        content,
     )
 
 
@@ -390,11 +449,5 @@ def read_mooncake_hash_ids(path: Path) -> list[np.ndarray]:
     """
     table = _read_table(Path(path))
     arrival_ms = table.numbers("timestamp", minimum=0, integer=False)
-    ids = table.column("hash_ids")
-    out: list[np.ndarray] = []
-    for row in np.argsort(arrival_ms, kind="stable"):
-        value = ids.iloc[row]
-        if not isinstance(value, list) or not all(type(v) is int for v in value):
-            raise table.fail(int(row), "hash_ids", "expected a list of integers")
-        out.append(np.asarray(value, dtype=np.int64))
-    return out
+    ids = _hash_id_lists(table)
+    return [ids[row] for row in np.argsort(arrival_ms, kind="stable")]

@@ -219,10 +219,33 @@ def test_check_detects_count_mismatch():
         a.check()
 
 
+class _ListQueue:
+    """A free queue that (wrongly) accepts duplicates, to show ``check`` catches them."""
+
+    def __init__(self, n: int) -> None:
+        self.items = [BlockId(i) for i in range(n)]
+
+    def pop(self) -> BlockId:
+        return self.items.pop(0)
+
+    def push(self, block_id: BlockId) -> None:
+        self.items.append(block_id)
+
+    def remove(self, block_id: BlockId) -> None:
+        self.items.remove(block_id)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+
 def test_check_detects_duplicate_in_free_queue():
-    a = BlockAllocator(3)
+    queue = _ListQueue(3)
+    a = BlockAllocator(3, free_queue=queue)
     a.alloc()
-    a._free.append(BlockId(1))
+    queue.items.append(BlockId(1))
     a._used = 0
     with pytest.raises(InvariantViolation, match=r"blocks \[1\] appear more than once"):
         a.check()
@@ -241,3 +264,20 @@ def test_check_detects_used_block_with_zero_refcount():
     a._refcount[b] = 0
     with pytest.raises(InvariantViolation, match="used block 0 has refcount 0"):
         a.check()
+
+
+def test_revive_takes_a_specific_free_block():
+    a = BlockAllocator(4)
+    b0, b1 = a.alloc(), a.alloc()
+    a.free(b0)
+    a.free(b1)  # free queue: 2, 3, 0, 1
+    a.revive(BlockId(0))
+    assert a.refcount(0) == 1 and a.free_blocks == 3
+    assert [a.alloc() for _ in range(3)] == [2, 3, 1]
+    with pytest.raises(InvalidBlockId):
+        a.revive(BlockId(0))
+
+
+def test_free_queue_must_hold_every_block():
+    with pytest.raises(ValueError, match="every block"):
+        BlockAllocator(3, free_queue=_ListQueue(2))

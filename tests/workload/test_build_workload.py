@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter
 
-from simkv.config.workload import WorkloadConfig
+from simkv.config.workload import ExponentialThink, FixedThink, UniformThink, WorkloadConfig
 from simkv.errors import InputError
-from simkv.workload.build import build_workload
+from simkv.workload.build import build_workload, sample_think_s
 
 ADAPTER = TypeAdapter(WorkloadConfig)
 
@@ -95,3 +95,36 @@ def test_trace_options_and_columns_pass_through(tmp_path):
     assert w.arrival_s.tolist() == [0.0, 3.0]
     assert w.prompt_tokens.tolist() == [2, 3]
     assert w.priority.tolist() == [1, 2]
+
+
+def test_think_time_samplers():
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    assert sample_think_s(FixedThink(kind="fixed", value_s=1.5), rng, 3).tolist() == [1.5] * 3
+    assert rng.bit_generator.state == state  # a fixed think time draws nothing
+    uniform = sample_think_s(UniformThink(kind="uniform", low_s=2, high_s=3), rng, 5000)
+    assert uniform.min() >= 2.0 and uniform.max() < 3.0
+    expo = sample_think_s(ExponentialThink(kind="exponential", mean_s=4.0), rng, 20_000)
+    assert expo.dtype == np.float64 and expo.min() >= 0
+    assert expo.mean() == pytest.approx(4.0, rel=0.03)
+
+
+def test_content_kinds_through_build():
+    shared = build(
+        {
+            "kind": "shared_prefix",
+            "duration_s": 2.0,
+            "arrival": {"kind": "constant", "rate": 2.0},
+            "num_prefixes": 1,
+            "prefix_tokens": {"kind": "fixed", "value": 30},
+            "suffix_tokens": {"kind": "fixed", "value": 4},
+            "output_tokens": {"kind": "fixed", "value": 2},
+        }
+    )
+    assert shared.arrival_s.tolist() == [0.5, 1.0, 1.5]
+    assert [shared.content.segments(i) for i in range(3)] == [
+        [(0, 30), (1, 4)],
+        [(0, 30), (3, 4)],
+        [(0, 30), (5, 4)],
+    ]
+    assert shared.source == "shared_prefix: 3 requests, 1 prefixes, constant arrivals"

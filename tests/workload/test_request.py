@@ -3,6 +3,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from simkv.workload.content import PromptContent
 from simkv.workload.request import Request, Workload
 
 
@@ -124,3 +125,135 @@ def test_mean_rate_is_gaps_over_span():
     assert small().mean_rate_per_s == pytest.approx(4 / 3.0)
     same_instant = Workload.from_arrays([1.0, 1.0], [1, 1], [1, 1], source="tie")
     assert same_instant.mean_rate_per_s is None
+
+
+def chat() -> Workload:
+    """Two sessions (ids 4 and 9) of 3 and 2 turns, session 9 arriving at 1.0 s."""
+    prompts = [
+        [(0, 5)],
+        [(0, 5), (1, 2), (2, 3)],
+        [(0, 5), (1, 2), (2, 3), (3, 1), (4, 1)],
+        [(6, 4)],
+        [(6, 4), (7, 1), (8, 2)],
+    ]
+    content = PromptContent.from_lists(prompts, [1, 3, 5, 7, 9])
+    return Workload.from_arrays(
+        [0.5, 0.5, 0.5, 1.0, 1.0],
+        [5, 10, 12, 4, 7],
+        [2, 1, 3, 1, 4],
+        source="chat",
+        content=content,
+        session_id=[4, 4, 4, 9, 9],
+        turn=[0, 1, 2, 0, 1],
+        think_s=[0.0, 1.5, 2.5, 0.0, 3.0],
+    )
+
+
+def test_optional_columns_default_to_none():
+    w = small()
+    assert (w.content, w.session_id, w.turn, w.think_s) == (None, None, None, None)
+
+
+def test_session_columns_are_typed_read_only_views():
+    w = chat()
+    assert w.session_id.dtype == np.int64 and w.think_s.dtype == np.float64
+    with pytest.raises(ValueError):
+        w.turn[0] = 3
+
+
+def test_take_keeps_leading_turns_of_a_cut_session():
+    w = chat().take(4)
+    assert w.session_id.tolist() == [4, 4, 4, 9]
+    assert w.turn.tolist() == [0, 1, 2, 0]
+    assert w.think_s.tolist() == [0.0, 1.5, 2.5, 0.0]
+    assert w.content.segments(3) == [(6, 4)]
+    assert w.content.output_ids.tolist() == [1, 3, 5, 7]
+    assert w.content.offsets.tolist() == [0, 1, 4, 9, 10]
+
+
+def test_between_keeps_whole_sessions_and_time_scaled_keeps_think():
+    w = chat().between(0.75, None)
+    assert w.arrival_s.tolist() == [0.25, 0.25]
+    assert w.session_id.tolist() == [9, 9]
+    assert w.turn.tolist() == [0, 1]
+    assert [w.content.segments(i) for i in range(2)] == [[(6, 4)], [(6, 4), (7, 1), (8, 2)]]
+    assert w.content.output_ids.tolist() == [7, 9]
+    assert len(chat().between(0.6, 0.9)) == 0
+    scaled = chat().time_scaled(2.0)
+    assert scaled.arrival_s.tolist() == [1.0, 1.0, 1.0, 2.0, 2.0]
+    assert scaled.think_s.tolist() == [0.0, 1.5, 2.5, 0.0, 3.0]
+    assert scaled.content.segments(4) == [(6, 4), (7, 1), (8, 2)]
+    assert scaled.turn.tolist() == [0, 1, 2, 0, 1]
+
+
+def test_frame_carries_session_and_content_columns():
+    frame = chat().to_frame()
+    assert list(frame.columns) == [
+        "req_id",
+        "arrival_s",
+        "prompt_tokens",
+        "output_tokens",
+        "priority",
+        "session_id",
+        "turn",
+        "think_s",
+        "segments",
+        "output_id",
+    ]
+    assert frame["segments"][1] == [(0, 5), (1, 2), (2, 3)]
+    assert frame["output_id"].tolist() == [1, 3, 5, 7, 9]
+    assert frame["turn"].tolist() == [0, 1, 2, 0, 1]
+
+
+def rebuilt(**changes) -> str:
+    """The ValueError message of ``chat()`` rebuilt with ``changes``."""
+    w = chat()
+    columns = {
+        "arrival_s": w.arrival_s,
+        "prompt_tokens": w.prompt_tokens,
+        "output_tokens": w.output_tokens,
+        "priority": w.priority,
+        "source": "bad",
+        "content": w.content,
+        "session_id": w.session_id,
+        "turn": w.turn,
+        "think_s": w.think_s,
+    }
+    columns.update(changes)
+    with pytest.raises(ValueError) as err:
+        Workload(**columns)
+    return str(err.value)
+
+
+def test_content_must_match_prompt_lengths():
+    assert rebuilt(prompt_tokens=np.array([5, 10, 13, 4, 7])) == (
+        "content of request 2: segments sum to 12 tokens, prompt_tokens[2] = 13"
+    )
+    short = PromptContent.from_lists([[(0, 5)]], [1])
+    assert rebuilt(content=short) == "content must be a PromptContent of 5 requests"
+    negative = PromptContent.from_lists(
+        [[(0, 5)], [(-1, 10)], [(2, 12)], [(3, 4)], [(4, 7)]], range(5)
+    )
+    assert "content ids must be ≥ 0" in rebuilt(content=negative)
+    empty = PromptContent.from_lists([[(0, 5)], [], [(2, 12)], [(3, 4)], [(4, 7)]], range(5))
+    assert rebuilt(content=empty) == "content of request 1 has no segments"
+
+
+def test_session_validation():
+    assert rebuilt(turn=np.array([0, 2, 1, 0, 1])) == (
+        "turn[1] = 2, expected 1: the turns of session 4 must be 0, 1, 2, ... in array order"
+    )
+    assert rebuilt(turn=np.array([0, 1, 2, 1, 0])).startswith("turn[3] = 1, expected 0")
+    assert rebuilt(session_id=np.array([4, 4, 9, 9, 9])).startswith("turn[2] = 2, expected 0")
+    assert "give all three or none" in rebuilt(think_s=None)
+    assert "give all three or none" in rebuilt(session_id=None, turn=None)
+    assert (
+        rebuilt(think_s=np.array([0.0, -1.0, 0, 0, 0]))
+        == "think_s[1] = -1.0 must be finite and ≥ 0"
+    )
+    assert (
+        rebuilt(turn=np.array([0, 1, 2, 0, 1], np.int32)) == "turn must have dtype int64, got int32"
+    )
+    assert rebuilt(arrival_s=np.array([0.5, 0.5, 0.75, 1.0, 1.0])) == (
+        "arrival_s[2] = 0.75 must equal its session's turn-0 arrival_s[0] = 0.5"
+    )

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from simkv.errors import InputError
+from simkv.workload.content import block_keys
 from simkv.workload.traces import (
     ColumnMap,
     read_column,
@@ -100,6 +101,49 @@ def test_mooncake_jsonl_and_hash_ids(tmp_path):
     ids = read_mooncake_hash_ids(path)
     assert [a.tolist() for a in ids] == [[0, 2], [0, 1], [7]]
     assert ids[0].dtype == np.int64
+    # one segment per hash id: 512 tokens, the last one the remainder; outputs 7 + 1 + i
+    assert [w.content.segments(i) for i in range(3)] == [
+        [(0, 512), (2, 88)],
+        [(0, 512), (1, 512)],
+        [(7, 10)],
+    ]
+    assert w.content.output_ids.tolist() == [8, 9, 10]
+    limited = read_trace(path, limit=2, start_s=0.01)
+    assert [limited.content.segments(i) for i in range(2)] == [[(0, 512), (1, 512)], [(7, 10)]]
+    assert limited.content.output_ids.tolist() == [9, 10]
+
+
+def test_content_only_for_mooncake_with_hash_ids(tmp_path):
+    assert read_trace(write(tmp_path, AZURE)).content is None
+    assert read_trace(write(tmp_path, GENERIC)).content is None
+    plain = '{"timestamp": 0, "input_length": 600, "output_length": 5}\n'
+    assert read_trace(write(tmp_path, plain, "p.jsonl")).content is None
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        (
+            '"input_length": 1025, "hash_ids": [0, 1]',
+            "2 hash ids for input_length 1025: expected ceil(1025 / 512) = 3",
+        ),
+        (
+            '"input_length": 1024, "hash_ids": [0, 1, 2]',
+            "3 hash ids for input_length 1024: expected ceil(1024 / 512) = 2",
+        ),
+        (
+            '"input_length": 10, "hash_ids": []',
+            "0 hash ids for input_length 10: expected ceil(10 / 512) = 1",
+        ),
+        ('"input_length": 10, "hash_ids": [-4]', "hash ids must be in [0, 2^63), got [-4]"),
+        ('"input_length": 10, "hash_ids": [1.0]', "expected a list of integers"),
+    ],
+)
+def test_unmappable_hash_ids(tmp_path, row, expected):
+    good = '{"timestamp": 0, "input_length": 513, "output_length": 1, "hash_ids": [0, 1]}\n'
+    text = good + "\n" + '{"timestamp": 5, "output_length": 1, ' + row + "}\n"
+    path = write(tmp_path, text, "m.jsonl")
+    assert message(path) == f"{path}:3 hash_ids: {expected}"
 
 
 def test_lengths_only_needs_an_arrival_process(tmp_path):
@@ -265,3 +309,48 @@ def test_real_azure_code_mooncake_and_sharegpt():
     lengths = read_lengths(shared("sharegpt/sharegpt_8k_filtered_stats_llama2_tokenizer.csv"))
     assert len(lengths.prompt_tokens) == 30_731
     assert lengths.total_tokens.max() <= 8192
+
+
+def prefix_matches(hash_ids: list[np.ndarray]) -> list[tuple[int, int | None]]:
+    """Per request: the longest prefix of its hash ids that is a prefix of an earlier
+    request's, and the first earlier request having it (None when the prefix is empty)."""
+    trie: dict[tuple[int, int], int] = {}
+    first_request: dict[int, int] = {}
+    out: list[tuple[int, int | None]] = []
+    for i, ids in enumerate(hash_ids):
+        node, depth, earlier = 0, 0, None
+        for h in ids.tolist():
+            if (node, h) not in trie:
+                break
+            node, depth = trie[(node, h)], depth + 1
+            earlier = first_request[node]
+        out.append((depth, earlier))
+        node = 0
+        for h in ids.tolist():
+            node = trie.setdefault((node, h), len(trie) + 1)
+            first_request.setdefault(node, i)
+    return out
+
+
+def test_real_mooncake_prefix_identity_matches_block_keys():
+    path = shared("mooncake/synthetic_trace.jsonl")
+    w = read_trace(path)
+    matches = prefix_matches(read_mooncake_hash_ids(path))
+    c = w.content
+    checked = 0
+    for i in range(0, len(w), 7):
+        depth, j = matches[i]
+        if j is None:
+            continue
+        n = len(c.segments(i))
+        mine = block_keys(c.segments(i), int(c.output_ids[i]), 512, n)
+        theirs = block_keys(c.segments(j), int(c.output_ids[j]), 512, n)
+        shared_keys = next(
+            (k for k, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b), n
+        )
+        # a partial last block (same id, < 512 tokens) is followed by different outputs
+        full = c.segments(i)[depth - 1][1] == 512
+        assert shared_keys == (depth if full else depth - 1), i
+        checked += 1
+    assert checked > 200
+    assert sum(depth for depth, _ in matches) == 77_953

@@ -5,8 +5,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from simkv.config.base import Frozen, parse_yaml, validate
 from simkv.config.workload import (
+    ExponentialThink,
     GammaArrival,
     LognormalLength,
+    MultiTurnWorkload,
+    SharedPrefixWorkload,
     SyntheticWorkload,
     TraceWorkload,
     WorkloadConfig,
@@ -148,3 +151,53 @@ def test_yaml_error_names_line_and_key():
     with pytest.raises(InputError) as err:
         validate(Holder, parse_yaml(text, "w.yaml"))
     assert str(err.value).startswith("w.yaml:8 workload.prompt_tokens.std:")
+
+
+SHARED_PREFIX = {
+    "kind": "shared_prefix",
+    "num_requests": 10,
+    "arrival": {"kind": "poisson", "rate": 2.0},
+    "num_prefixes": 3,
+    "prefix_tokens": {"kind": "fixed", "value": 100},
+    "suffix_tokens": {"kind": "fixed", "value": 10},
+    "output_tokens": {"kind": "fixed", "value": 5},
+}
+MULTI_TURN = {
+    "kind": "multi_turn",
+    "num_sessions": 4,
+    "arrival": {"kind": "poisson", "rate": 2.0},
+    "turns": {"kind": "uniform", "low": 1, "high": 4},
+    "think_s": {"kind": "exponential", "mean_s": 3.0},
+    "first_prompt_tokens": {"kind": "fixed", "value": 100},
+    "new_tokens": {"kind": "fixed", "value": 10},
+    "output_tokens": {"kind": "fixed", "value": 5},
+}
+
+
+def test_content_kinds_and_defaults():
+    shared = ADAPTER.validate_python(SHARED_PREFIX)
+    assert isinstance(shared, SharedPrefixWorkload)
+    assert shared.zipf_a == 1.0
+    multi = ADAPTER.validate_python(MULTI_TURN)
+    assert isinstance(multi, MultiTurnWorkload)
+    assert isinstance(multi.think_s, ExponentialThink)
+    assert multi.max_prompt_tokens == 32768
+    fixed = {**MULTI_TURN, "think_s": {"kind": "fixed", "value_s": 0}}
+    assert ADAPTER.validate_python(fixed).think_s.value_s == 0.0
+
+
+def test_content_kind_validation():
+    rejects({**SHARED_PREFIX, "duration_s": 3.0}, "exactly one of num_requests and duration_s")
+    rejects({**SHARED_PREFIX, "num_prefixes": 0}, "greater than 0")
+    rejects({**SHARED_PREFIX, "zipf_a": -1.0}, "greater than or equal to 0")
+    rejects({**MULTI_TURN, "num_sessions": None}, "exactly one of num_sessions and duration_s")
+    rejects({**MULTI_TURN, "max_prompt_tokens": 0}, "greater than 0")
+    rejects({**MULTI_TURN, "think_s": {"kind": "fixed", "value_s": -1}}, "greater than or equal")
+    rejects({**MULTI_TURN, "think_s": {"kind": "exponential", "mean_s": 0}}, "greater than 0")
+    rejects(
+        {**MULTI_TURN, "think_s": {"kind": "uniform", "low_s": 2, "high_s": 1}},
+        "high_s (1.0) must be ≥ low_s (2.0)",
+    )
+    rejects({**MULTI_TURN, "think_s": {"kind": "gamma", "mean_s": 1}}, "gamma")
+    ends = {**MULTI_TURN, "arrival": {"kind": "poisson", "schedule": [[0, 1], [9, 0]]}}
+    rejects(ends, "with num_sessions, the arrival schedule must not end at rate 0")

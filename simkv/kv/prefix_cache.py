@@ -1,0 +1,206 @@
+"""Prefix caches: content-keyed full blocks that outlive their requests, and their eviction.
+
+Both caches are the allocator's free queue (:class:`~simkv.kv.allocator.FreeQueue`): the order
+in which free blocks are reused *is* the eviction order, and a cached block loses its content
+only when it is reused (lazy eviction). Keys are the chained block keys of
+:func:`simkv.workload.content.block_keys`; only full blocks are cached.
+
+* :class:`HashPrefixCache` follows vLLM 0.11's automatic prefix caching: one FIFO free queue of
+  every free block, cached or not; a request's blocks are freed tail first, so the least
+  recently used block (and, within a request, its last block) is evicted first; a hit on a free
+  cached block takes it off the queue.
+* :class:`RadixPrefixCache` follows SGLang's RadixAttention at block granularity (its page size;
+  ``block_size: 1`` gives token granularity): blocks without cached content are reused first,
+  then the least recently used *leaf* of the tree of cached prefixes, so a prefix is never
+  evicted while a longer cached prefix extends it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from simkv.kv.allocator import BlockId, OrderedFreeQueue, ReuseOrder
+
+
+class HashPrefixCache:
+    """vLLM 0.11 hash-based prefix cache over a FIFO (or LIFO) free queue.
+
+    Invariants: ``block_of`` and ``key_of`` are inverse maps; a cached block is either in use
+    (refcount ≥ 1) or in the free queue; ``pop`` evicts the block it returns.
+    """
+
+    def __init__(self, num_blocks: int, reuse: ReuseOrder | str = ReuseOrder.FIFO) -> None:
+        self._queue = OrderedFreeQueue(range(num_blocks), reuse)
+        self.block_of: dict[int, BlockId] = {}
+        self.key_of: dict[BlockId, int] = {}
+        self.evictions = 0
+
+    # -- free queue ---------------------------------------------------------------------------
+    def pop(self) -> BlockId:
+        block = self._queue.pop()
+        key = self.key_of.pop(block, None)
+        if key is not None:
+            del self.block_of[key]
+            self.evictions += 1
+        return block
+
+    def push(self, block_id: BlockId) -> None:
+        self._queue.push(block_id)
+
+    def remove(self, block_id: BlockId) -> None:
+        self._queue.remove(block_id)
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def __iter__(self) -> Iterator[BlockId]:
+        return iter(self._queue)
+
+    # -- cache --------------------------------------------------------------------------------
+    def lookup(self, keys: Sequence[int]) -> list[BlockId]:
+        """Blocks of the longest cached prefix of ``keys`` (stops at the first miss)."""
+        hits: list[BlockId] = []
+        for key in keys:
+            block = self.block_of.get(key)
+            if block is None:
+                break
+            hits.append(block)
+        return hits
+
+    def insert(self, key: int, parent: int | None, block: BlockId) -> bool:
+        """Cache a full, computed block; False if the key is cached already (first one wins)."""
+        if key in self.block_of or block in self.key_of:
+            return False
+        self.block_of[key] = block
+        self.key_of[block] = key
+        return True
+
+    @property
+    def cached_blocks(self) -> int:
+        return len(self.key_of)
+
+
+@dataclass(slots=True)
+class _Node:
+    block: BlockId
+    parent: int | None
+    children: int = 0
+    stamp: int = 0
+    free: bool = False
+
+
+@dataclass(slots=True)
+class RadixPrefixCache:
+    """SGLang-style radix cache at block granularity: LRU leaves are evicted first.
+
+    Invariants: every node's ``children`` counts the cached nodes whose ``parent`` is it; an
+    evictable block (in the heap with its current stamp) is free, cached and a leaf.
+    """
+
+    num_blocks: int
+    _uncached: OrderedFreeQueue = field(init=False)
+    _nodes: dict[int, _Node] = field(default_factory=dict)
+    _key_of: dict[BlockId, int] = field(default_factory=dict)
+    _heap: list[tuple[int, int]] = field(default_factory=list)  # (stamp, key)
+    _free_cached: int = 0
+    _clock: int = 0
+    evictions: int = 0
+
+    def __post_init__(self) -> None:
+        self._uncached = OrderedFreeQueue(range(self.num_blocks))
+
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock
+
+    def _offer(self, key: int, node: _Node) -> None:
+        if node.free and node.children == 0:
+            heapq.heappush(self._heap, (node.stamp, key))
+
+    # -- free queue ---------------------------------------------------------------------------
+    def pop(self) -> BlockId:
+        if len(self._uncached):
+            return self._uncached.pop()
+        while self._heap:
+            stamp, key = heapq.heappop(self._heap)
+            node = self._nodes.get(key)
+            if node is not None and node.free and node.children == 0 and node.stamp == stamp:
+                return self._evict(key, node)
+        key = min(self._free_keys(), key=lambda k: self._nodes[k].stamp)  # only inner nodes left
+        return self._evict(key, self._nodes[key])
+
+    def _free_keys(self) -> Iterator[int]:
+        return (k for k, n in self._nodes.items() if n.free)
+
+    def _evict(self, key: int, node: _Node) -> BlockId:
+        del self._nodes[key]
+        del self._key_of[node.block]
+        self._free_cached -= 1
+        self.evictions += 1
+        parent = self._nodes.get(node.parent) if node.parent is not None else None
+        if parent is not None:
+            parent.children -= 1
+            self._offer(node.parent, parent)  # type: ignore[arg-type]
+        if node.children:  # only when no leaf was evictable: orphan the subtree
+            for child in self._nodes.values():
+                if child.parent == key:
+                    child.parent = None  # unreachable now: lookups stop at the evicted prefix
+        return node.block
+
+    def push(self, block_id: BlockId) -> None:
+        key = self._key_of.get(block_id)
+        if key is None:
+            self._uncached.push(block_id)
+            return
+        node = self._nodes[key]
+        node.free, node.stamp = True, self._tick()
+        self._free_cached += 1
+        self._offer(key, node)
+
+    def remove(self, block_id: BlockId) -> None:
+        key = self._key_of.get(block_id)
+        if key is None:
+            self._uncached.remove(block_id)
+            return
+        self._nodes[key].free = False
+        self._free_cached -= 1
+
+    def __len__(self) -> int:
+        return len(self._uncached) + self._free_cached
+
+    def __iter__(self) -> Iterator[BlockId]:
+        yield from self._uncached
+        yield from (self._nodes[k].block for k in self._free_keys())
+
+    # -- cache --------------------------------------------------------------------------------
+    def lookup(self, keys: Sequence[int]) -> list[BlockId]:
+        """Blocks of the longest cached prefix; matched nodes become most recently used."""
+        hits: list[BlockId] = []
+        stamp = self._tick()
+        for key in keys:
+            node = self._nodes.get(key)
+            if node is None:
+                break
+            node.stamp = stamp
+            self._offer(key, node)  # its heap entry carries the new stamp
+            hits.append(node.block)
+        return hits
+
+    def insert(self, key: int, parent: int | None, block: BlockId) -> bool:
+        """Cache a full, computed block under its parent prefix; False if already cached or
+        the parent prefix is no longer cached."""
+        if key in self._nodes or block in self._key_of:
+            return False
+        if parent is not None and parent not in self._nodes:
+            return False
+        self._nodes[key] = _Node(block, parent, stamp=self._tick())
+        self._key_of[block] = key
+        if parent is not None:
+            self._nodes[parent].children += 1
+        return True
+
+    @property
+    def cached_blocks(self) -> int:
+        return len(self._nodes)
