@@ -6,7 +6,8 @@ requests that have arrived, let the scheduler build a plan, price it with the co
 computed, tokens sampled, finished requests free their blocks), record one step row.
 
 Arrival semantics: a request that arrives while a step runs joins at the next step's start; an
-idle engine wakes at the next arrival.
+idle engine wakes at the next arrival. In closed-loop sessions, turn k + 1 arrives ``think_s``
+after turn k has left the system (finished, rejected or aborted).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from simkv.engine.cost_model import CostModel
 from simkv.engine.plan import StepPlan
 from simkv.engine.scheduler import Scheduler
 from simkv.engine.sequence import Seq, Status
+from simkv.engine.sessions import Sessions
 from simkv.metrics.recorder import Recorder
 from simkv.workload.content import KeyStream, unique_segments
 from simkv.workload.request import Workload
@@ -67,8 +69,9 @@ class Engine:
         self._output = workload.output_tokens.tolist()
         self._priority = workload.priority.tolist()
         self._content = workload.content
-        self._released = 0  # requests the arrival process has released so far
-        self._admitted = 0
+        self._sessions = Sessions(workload)
+        self._inbox: list[tuple[int, float]] = []  # (request, arrival time) not yet admitted
+        self._seen_done = 0  # recorded requests whose follow-ups were released
         self._wake: simpy.Event | None = None
 
     def run(self) -> None:
@@ -79,28 +82,46 @@ class Engine:
 
     def _arrivals(self) -> Generator[simpy.Event, None, None]:
         env, times = self.env, self._arrival_s
-        n, i = len(times), 0
-        while i < n:
-            t = times[i]
+        order = self._sessions.independent
+        n, k = len(order), 0
+        while k < n:
+            t = times[order[k]]
             if t > env.now:
                 yield env.timeout(t - env.now)
-            while i < n and times[i] == t:
-                i += 1
-            self._released = i
-            if self._wake is not None and not self._wake.triggered:
-                self._wake.succeed()
+            while k < n and times[order[k]] == t:
+                self._inbox.append((order[k], t))
+                k += 1
+            self._wake_up()
+
+    def _wake_up(self) -> None:
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
 
     def _admit(self, now: float) -> None:
-        for i in range(self._admitted, self._released):
-            self._arrive(i, now)
-        self._admitted = self._released
+        if self._inbox:
+            for i, arrival_s in self._inbox:
+                self._arrive(i, arrival_s, now)
+            self._inbox.clear()
 
-    def _arrive(self, i: int, now: float) -> None:
+    def _release_follow_ups(self) -> None:
+        done = self.recorder.done_ids
+        for i in done[self._seen_done :]:
+            follow = self._sessions.follow_up(i)
+            if follow is not None:
+                j, think_s = follow
+                self.env.timeout(think_s).callbacks.append(lambda _ev, j=j: self._release(j))
+        self._seen_done = len(done)
+
+    def _release(self, j: int) -> None:
+        self._inbox.append((j, self.env.now))
+        self._wake_up()
+
+    def _arrive(self, i: int, arrival_s: float, now: float) -> None:
         prompt, output = self._prompt[i], self._output[i]
         max_len = self.limits.max_model_len
         truncated = prompt + output > max_len
         seq = Seq(
-            i, self._arrival_s[i], prompt, min(output, max_len - prompt) if truncated else output,
+            i, arrival_s, prompt, min(output, max_len - prompt) if truncated else output,
             self._priority[i], self.limits.block_size, truncated,
         )  # fmt: skip
         if prompt >= max_len:  # vLLM rejects a prompt that leaves no room for one output token
@@ -129,12 +150,13 @@ class Engine:
             self._admit(env.now)
             start = env.now
             plan = sched.schedule(start)
+            self._release_follow_ups()  # requests rejected at arrival or admission
             if plan.empty:
                 if plan.preempted:
                     continue  # the preemptions freed memory: schedule again at the same time
                 if sched.has_work():
                     raise SimulationStalled(f"at t={start:.6f}s: {sched.queue_lengths()}")
-                if self._admitted == total:
+                if rec.num_done == total:
                     return
                 self._wake = env.event()
                 yield self._wake
@@ -147,6 +169,7 @@ class Engine:
                 duration += cost.copy_time_s(plan.copy_blocks)
             yield env.timeout(duration)
             sched.complete(plan, env.now)
+            self._release_follow_ups()
             self._record(start, duration, plan)
             if self.check_invariants:
                 sched.check()

@@ -105,6 +105,11 @@ class Recorder:
         self._steps.append(row)
 
     @property
+    def done_ids(self) -> list[int]:
+        """Ids of the requests recorded so far, in the order they left (read-only use)."""
+        return self._req["req_id"]  # type: ignore[return-value]
+
+    @property
     def num_done(self) -> int:
         """Requests recorded so far (finished, rejected or aborted)."""
         return len(self._req["req_id"])

@@ -84,3 +84,23 @@ def test_small_pool_evicts_and_conserves(tmp_path: Path) -> None:
         assert (done.status == "finished").all()
         assert (done.generated_tokens == done.output_tokens).all()
         assert done.prefix_hit_tokens.sum() > 0
+
+
+def test_multi_turn_session_is_closed_loop_and_hits_the_previous_answer(tmp_path: Path) -> None:
+    # Turn 0: prompt 8 (segment 1), answer 5 tokens (segment 900): prefill 18 ms, 4 decodes of
+    # 11 ms → leaves at .062; its KV (8 + 4 tokens) fills 3 blocks, all cached.
+    # Turn 1 arrives 0.5 s later (.562): prompt = segment 1 (8) + the answer (5) + 3 new = 16;
+    # at most 15 tokens may hit → 3 blocks (12 tokens); it computes 4 (14 ms) → .576.
+    content = PromptContent.from_lists([[(1, 8)], [(1, 8), (900, 5), (2, 3)]], [900, 901])
+    workload = Workload.from_arrays(
+        [0.0, 0.0], [8, 16], [5, 1], source="test", content=content,
+        session_id=[0, 0], turn=[0, 1], think_s=[0.0, 0.5],
+    )  # fmt: skip
+    cfg = tiny_config(tmp_path, [(0, 1, 1)], {"kind": "vllm_v1"}, num_blocks=8, max_model_len=32)
+    engine, _ = build_engine(cfg, tmp_path, check_invariants=True, workload=workload)
+    engine.run()
+    req = engine.recorder.frames().requests.set_index("req_id")
+    assert req.loc[0, "finish_s"] == pytest.approx(62 * MS)
+    assert req.loc[1, "arrival_s"] == pytest.approx(0.562)
+    assert req.loc[1, "prefix_hit_tokens"] == 12
+    assert req.loc[1, "finish_s"] == pytest.approx(0.576)
