@@ -51,15 +51,18 @@ WASTE_COLORS: tuple[str, ...] = ("tab:blue", "tab:orange", "tab:red", "tab:purpl
 """Colours of :data:`simkv.kv.waste.CATEGORIES`, as in the waste-study figures."""
 
 _QUEUES = (("num_waiting", "waiting"), ("num_running", "running"), ("num_swapped", "swapped"))
-_TIME_LABEL = "simulated time (s)"
+TIME_LABEL = "simulated time (s)"
 _ID_REFS = re.compile(r'(\bid="|href="#|url\(#)')
 _PATH_DATA = re.compile(r' d="([^"]*)"')
 _FINE_DECIMALS = re.compile(r"(\.\d\d)\d+")
 _METADATA_KEYS = ("Date", "Creator", "Format", "Type")  # all dropped: no date, no version
-_RATES = ("prefill_tokens", "decode_tokens", "preempted", "swap_out_blocks", "swap_in_blocks")
+_RATES = (
+    "prefill_tokens", "decode_tokens", "preempted", "swap_out_blocks", "swap_in_blocks",
+    "cache_hit_tokens",
+)  # fmt: skip
 _STATES = (
     "batch_size", "num_waiting", "num_running", "num_swapped", "blocks_used", "blocks_free",
-    *WASTE_COLUMNS,
+    *WASTE_COLUMNS, "cached_blocks", "shared_slots", "evictions",
 )  # fmt: skip
 
 LatencySamples = dict[str, tuple[np.ndarray, np.ndarray]]
@@ -144,12 +147,12 @@ def _two_decimals(match: re.Match[str]) -> str:
     return ' d="' + _FINE_DECIMALS.sub(r"\1", match.group(1)) + '"'
 
 
-def _edges(binned: pd.DataFrame) -> np.ndarray:
+def step_edges(binned: pd.DataFrame) -> np.ndarray:
     """The ``len(binned) + 1`` bin edges (s) of a :func:`bin_steps` frame."""
     return np.append(binned["start_s"].to_numpy()[:1], binned["end_s"].to_numpy())
 
 
-def _no_data(ax: Axes, what: str) -> None:
+def no_data(ax: Axes, what: str) -> None:
     ax.text(0.5, 0.5, f"no {what}", ha="center", va="center", transform=ax.transAxes, color="0.4")
     ax.set_xticks([])
     ax.set_yticks([])
@@ -174,7 +177,7 @@ def latency_cdf_figure(runs: Sequence[tuple[str, LatencySamples]]) -> Figure:
             ax.step(np.r_[x[0], x], np.r_[0.0, y], where="post", label=name, linewidth=1.3)
             drawn = True
         if not drawn:
-            _no_data(ax, f"{label} samples")
+            no_data(ax, f"{label} samples")
             continue
         if all(np.all(s[key][0] > 0) for _, s in runs):
             ax.set_xscale("log")
@@ -193,17 +196,17 @@ def throughput_figure(binned: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(10.4, 4.6))
     top, bottom = fig.subplots(2, 1, sharex=True)
     if binned.empty:
-        _no_data(top, "engine steps")
-        _no_data(bottom, "engine steps")
+        no_data(top, "engine steps")
+        no_data(bottom, "engine steps")
         return fig
-    edges = _edges(binned)
+    edges = step_edges(binned)
     top.stairs(binned["prefill_tokens_per_s"], edges, label="prefill", linewidth=1.0, baseline=None)
     top.stairs(binned["decode_tokens_per_s"], edges, label="decode", linewidth=1.0, baseline=None)
     top.set_ylabel("tokens/s")
     top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     bottom.stairs(binned["batch_size"], edges, color="tab:green", linewidth=1.0, baseline=None)
     bottom.set_ylabel("batch size (seqs)")
-    bottom.set_xlabel(_TIME_LABEL)
+    bottom.set_xlabel(TIME_LABEL)
     for ax in (top, bottom):
         ax.grid(True, alpha=0.25)
         ax.set_ylim(bottom=0)
@@ -216,9 +219,9 @@ def kv_memory_figure(binned: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(10.4, 3.6))
     ax = fig.add_subplot()
     if binned.empty:
-        _no_data(ax, "engine steps")
+        no_data(ax, "engine steps")
         return fig
-    edges = _edges(binned)
+    edges = step_edges(binned)
     tops = np.cumsum(binned[list(WASTE_COLUMNS)].to_numpy(), axis=1)
     # each layer's top filled down to zero, the highest first: every polygon has one outline
     # of data points instead of two (a band between layers), which halves the SVG
@@ -229,7 +232,7 @@ def kv_memory_figure(binned: pd.DataFrame) -> Figure:
     ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False)  # fmt: skip
     ax.set_ylabel("KV token slots")
-    ax.set_xlabel(_TIME_LABEL)
+    ax.set_xlabel(TIME_LABEL)
     ax.margins(x=0, y=0)
     fig.tight_layout()
     return fig
@@ -275,11 +278,11 @@ def queue_figure(binned: pd.DataFrame, block_bytes: int) -> Figure:
     fig = Figure(figsize=(10.4, 4.6))
     top, bottom = fig.subplots(2, 1, sharex=True)
     if binned.empty:
-        _no_data(top, "engine steps")
-        _no_data(bottom, "engine steps")
+        no_data(top, "engine steps")
+        no_data(bottom, "engine steps")
         return fig
     for col, label in _QUEUES:
-        top.stairs(binned[col], _edges(binned), label=label, linewidth=1.0, baseline=None)
+        top.stairs(binned[col], step_edges(binned), label=label, linewidth=1.0, baseline=None)
     top.set_ylabel("requests")
     top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     end = binned["end_s"]
@@ -297,7 +300,7 @@ def queue_figure(binned: pd.DataFrame, block_bytes: int) -> Figure:
     swap.spines["right"].set_visible(True)
     handles = bottom.get_legend_handles_labels()[0] + swap.get_legend_handles_labels()[0]
     bottom.legend(handles=handles, loc="upper left")
-    bottom.set_xlabel(_TIME_LABEL)
+    bottom.set_xlabel(TIME_LABEL)
     for ax in (top, bottom):
         ax.grid(True, alpha=0.25)
         ax.set_ylim(bottom=0)
@@ -310,16 +313,16 @@ def kv_usage_figure(runs: Sequence[tuple[str, pd.DataFrame]]) -> Figure:
     fig = Figure(figsize=(10.4, 3.4))
     ax = fig.add_subplot()
     if all(binned.empty for _, binned in runs):
-        _no_data(ax, "engine steps")
+        no_data(ax, "engine steps")
         return fig
     for name, binned in runs:
         if binned.empty:
             continue
         used = binned["blocks_used"] / (binned["blocks_used"] + binned["blocks_free"])
-        ax.stairs(used * 100, _edges(binned), label=name, linewidth=1.0, baseline=None)
+        ax.stairs(used * 100, step_edges(binned), label=name, linewidth=1.0, baseline=None)
     ax.set_ylim(0, 105)
     ax.set_ylabel("KV pool in use (%)")
-    ax.set_xlabel(_TIME_LABEL)
+    ax.set_xlabel(TIME_LABEL)
     ax.grid(True, alpha=0.25)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()

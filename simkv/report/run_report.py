@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from simkv.errors import InputError
 from simkv.metrics.recorder import RunFrames
 from simkv.report import figures as fg
+from simkv.report.cache_figures import prefix_cache_figure
 
 REPORT_FILE = "report.html"
 _RUN_FILES = ("requests.parquet", "steps.parquet", "itl.parquet", "summary.json",
@@ -156,7 +157,28 @@ def summary_cards(summary: dict[str, Any], config: dict[str, Any]) -> list[Card]
         Card("card-swap", "Swap traffic", (("", "—" if swap is None else f"{swap:.3g} GiB"),)),
         Card("card-rejected", "Rejected", (("", format_value(s("rejected"))),), of_requests),
         Card("card-aborted", "Aborted", (("", format_value(s("aborted"))),)),
+        *_cache_cards(summary, config),
     ]
+
+
+def _cache_cards(summary: dict[str, Any], config: dict[str, Any]) -> list[Card]:
+    """Prefix-cache cards, when the run cached prefixes."""
+    policy = (config.get("kv_cache") or {}).get("prefix_caching") or "none"
+    if policy == "none":
+        return []
+    s = summary.get
+
+    def pct(key: str) -> str:
+        value = s(key)
+        return "—" if value is None else f"{value:.1%}"
+
+    return [
+        Card("card-prefix-hits", "Prefix hits", (("tokens", pct("prefix_hit_rate")),
+             ("requests", pct("prefix_hit_request_rate"))), f"{policy} prefix cache"),
+        Card("card-prefill-saved", "Prefill saved",
+             (("", format_value(s("prefill_tokens_saved"))),),
+             f"tokens; {format_value(s('evictions'))} evictions"),
+    ]  # fmt: skip
 
 
 def describe_setup(run: RunFolder) -> list[tuple[str, str]]:
@@ -221,6 +243,21 @@ def run_figures(run: RunFolder) -> list[FigureBlock]:
             "Waiting, running and swapped requests; cumulative preemptions and swap traffic "
             f"({_bins_note(binned, steps)}).",
             fg.queue_figure(binned, block_bytes),
+        ),
+        *_cache_figures(run, binned, steps),
+    ]  # fmt: skip
+
+
+def _cache_figures(run: RunFolder, binned: pd.DataFrame, steps: pd.DataFrame) -> list[FigureBlock]:
+    kv = run.config.get("kv_cache") or {}
+    if (kv.get("prefix_caching") or "none") == "none":
+        return []
+    return [
+        figure_block(
+            "fig-prefix-cache", "Prefix cache",
+            "Cached blocks and blocks saved by sharing (several requests on one block); "
+            f"cumulative prefix-hit tokens and evictions ({_bins_note(binned, steps)}).",
+            prefix_cache_figure(binned, int(kv.get("block_size") or 1)),
         ),
     ]  # fmt: skip
 

@@ -33,11 +33,13 @@ from simkv.runner import simulate, write_run
 from tests.engine.helpers import tiny_config
 
 EVIL = "<script>alert(1)</script>"
+# vllm_v1 caches prefixes by default (vLLM 0.11), so its report has the prefix-cache items
 FIGURE_IDS = ["fig-latency-cdf", "fig-throughput", "fig-kv-memory", "fig-waste-breakdown",
-              "fig-queues"]  # fmt: skip
+              "fig-queues", "fig-prefix-cache"]  # fmt: skip
 CARD_IDS = [
     "card-request-throughput", "card-output-throughput", "card-goodput", "card-ttft",
     "card-tpot", "card-e2el", "card-preemptions", "card-swap", "card-rejected", "card-aborted",
+    "card-prefix-hits", "card-prefill-saved",
 ]  # fmt: skip
 
 
@@ -268,3 +270,11 @@ def test_long_run_gives_a_small_file_quickly(run_dir: Path, tmp_path: Path) -> N
     assert list(_outline(page).figures) == FIGURE_IDS
     assert "(2,000 time bins over 300,000 engine steps)" in page
     assert len(page.encode()) < 2_000_000
+
+
+def test_runs_without_prefix_caching_have_no_cache_items(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path, [(0.0, 4, 3), (0.0, 5, 2)], {"kind": "vllm_v0"}, num_blocks=8)
+    write_run(simulate(cfg, tmp_path), tmp_path / "run")
+    page = render_run_report(tmp_path / "run")
+    assert 'id="fig-queues"' in page
+    assert "fig-prefix-cache" not in page and "card-prefix-hits" not in page
