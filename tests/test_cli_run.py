@@ -124,3 +124,10 @@ def test_installed_entry_point(tiny: Path, tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert bad.stderr.strip().startswith("error: ") and "nope.yaml" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_set_refines_a_section_the_file_leaves_out(tiny: Path) -> None:
+    override = "cost_model.swap_copy_latency_us=7"
+    result = runner.invoke(app, ["validate", str(tiny), "--set", override])
+    assert result.exit_code == 0, result.output
+    assert "kind: roofline" in result.output and "swap_copy_latency_us: 7.0" in result.output

@@ -32,13 +32,14 @@ class TransferCostConfig(Frozen):
     * ``memory_efficiency``: fraction of nominal HBM bandwidth reached by bulk reads/writes
       (used for GPU→GPU block copies and, in the roofline, for the weight and KV traffic).
     * ``host_link_efficiency``: fraction of the nominal GPU↔CPU link bandwidth reached by a swap.
-    * ``swap_block_latency_us``: fixed cost per swapped block (one copy call per block), which is
-      what makes swapping expensive when blocks are small.
+    * ``swap_copy_latency_us``: fixed cost of one GPU↔CPU copy call. Swapping a block makes
+      ``2 · num_layers`` of them (its K and its V in every layer's cache, one copy each, as vLLM
+      v0's cache engine does), which is what makes swapping expensive when blocks are small.
     """
 
     memory_efficiency: Efficiency = 0.8
     host_link_efficiency: Efficiency = 0.8
-    swap_block_latency_us: NonNegativeFloat = 20.0
+    swap_copy_latency_us: NonNegativeFloat = 5.0
 
 
 class RooflineCostConfig(TransferCostConfig):

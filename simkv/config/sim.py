@@ -118,12 +118,25 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
+def _default_section(key: str) -> dict[str, Any]:
+    """The default of a top-level section as a mapping (so ``--set`` can refine it)."""
+    field = SimConfig.model_fields.get(key)
+    default = getattr(field, "default", None)
+    return default.model_dump(mode="json") if isinstance(default, Frozen) else {}
+
+
 def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
-    """Apply ``--set key.path=value`` items (values parsed as YAML) to the document in place."""
+    """Apply ``--set key.path=value`` items (values parsed as YAML) to the document in place.
+
+    A section the file leaves out starts from its default (``--set cost_model.x=1`` keeps the
+    default ``kind``).
+    """
     for item in overrides:
         keys, value = _parse_override(item)
         node = doc.data
-        for key in keys[:-1]:
+        for depth, key in enumerate(keys[:-1]):
+            if depth == 0 and isinstance(node, dict) and key not in node:
+                node[key] = _default_section(key)
             child = node.get(key) if isinstance(node, dict) else None
             if isinstance(child, str):  # e.g. model: llama-2-7b  →  {preset: llama-2-7b}
                 child = {"preset": child}

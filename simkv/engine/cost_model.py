@@ -109,7 +109,8 @@ class _BlockTransfers:
 
     A block holds ``block_size`` tokens of KV; each GPU of the tensor-parallel group moves its
     ``1/tp`` shard over its own links in parallel, so one block costs, per direction,
-    ``swap_block_latency + shard_bytes / (host_link · host_link_efficiency)`` to swap and
+    ``2 · num_layers · swap_copy_latency + shard_bytes / (host_link · host_link_efficiency)`` to
+    swap and
     ``2 · shard_bytes / (hbm · memory_efficiency)`` to copy (read + write).
     """
 
@@ -127,7 +128,8 @@ class _BlockTransfers:
         _check_shape(tensor_parallel, block_size)
         shard_bytes = block_size * model.kv_bytes_per_token / tensor_parallel
         link_rate = gpu.host_link_bytes_per_s * cfg.host_link_efficiency
-        self._swap_per_block_s = cfg.swap_block_latency_us * 1e-6 + shard_bytes / link_rate
+        copies_s = 2 * model.num_layers * cfg.swap_copy_latency_us * 1e-6
+        self._swap_per_block_s = copies_s + shard_bytes / link_rate
         self._copy_per_block_s = 2 * shard_bytes / (gpu.hbm_bytes_per_s * cfg.memory_efficiency)
 
     def swap_time_s(self, num_blocks: int) -> float:

@@ -98,14 +98,15 @@ def test_empty_step_and_negative_counts_are_rejected() -> None:
 
 
 def test_swap_time_grows_per_block_and_penalises_small_blocks() -> None:
-    per_block_16 = 20e-6 + 16 * KV / (32e9 * 0.8)  # 20 µs + 512 µs
+    # OPT-13B: a block is 2 · 40 copy calls of 5 µs (400 µs) + its bytes over the host link
+    per_block_16 = 400e-6 + 16 * KV / (32e9 * 0.8)  # 400 µs + 512 µs
     model = roofline()
     assert model.swap_time_s(0) == 0.0
     assert model.swap_time_s(1) == pytest.approx(per_block_16, rel=1e-12)
-    assert model.swap_time_s(3) == pytest.approx(3 * 5.32e-4, rel=1e-12)
-    # the same 16 tokens in 16 blocks of 1 pay the per-block latency 16 times
-    assert roofline(block_size=1).swap_time_s(16) == pytest.approx(16 * (20e-6 + 3.2e-5))
-    assert roofline(tp=2).swap_time_s(1) == pytest.approx(20e-6 + 8 * KV / 2.56e10)
+    assert model.swap_time_s(3) == pytest.approx(3 * 9.12e-4, rel=1e-12)
+    # the same 16 tokens in 16 blocks of 1 pay the per-block copy calls 16 times
+    assert roofline(block_size=1).swap_time_s(16) == pytest.approx(16 * (400e-6 + 3.2e-5))
+    assert roofline(tp=2).swap_time_s(1) == pytest.approx(400e-6 + 8 * KV / 2.56e10)
     with pytest.raises(ValueError, match="num_blocks"):
         model.swap_time_s(-1)
 
@@ -117,9 +118,9 @@ def test_copy_time_reads_and_writes_each_block() -> None:
 def test_cost_config_union_is_selected_by_kind() -> None:
     adapter = TypeAdapter(CostConfig)
     assert adapter.validate_python({"kind": "roofline"}) == ROOF
-    table = adapter.validate_python({"kind": "table", "path": "t.csv", "swap_block_latency_us": 5})
+    table = adapter.validate_python({"kind": "table", "path": "t.csv", "swap_copy_latency_us": 7})
     assert isinstance(table, TableCostConfig)
-    assert table.swap_block_latency_us == 5.0
+    assert table.swap_copy_latency_us == 7.0
     bad_configs = [
         {"kind": "magic"},
         {"path": "t.csv"},

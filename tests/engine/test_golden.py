@@ -85,11 +85,11 @@ def test_vllm_v0_separates_prefill_and_decode_steps(tmp_path: Path) -> None:
 
 def test_vllm_v0_swaps_out_and_back_in(tmp_path: Path) -> None:
     # 3 blocks of 4, mode swap. A = (4, 6), B = (4, 4). Llama-2-7B: a block of 4 tokens is
-    # 2 MiB; one block's swap = 20 us + 2 MiB / (32 GB/s * 0.8) = 101.92 us.
+    # 2 MiB; one block's swap = 2 · 32 layers · 5 us + 2 MiB / (32 GB/s * 0.8) = 401.92 us.
     # 1: prefill A, B → .018. 2: A takes the last block; B swapped out: 11 ms + 1 swap.
     # 3-5: A decodes; B needs 2 blocks to come back (its block + its next token's), 1 free.
     # 6: A's last token; frees 3. 7: B swapped in and decodes (11 ms + 1 swap) … 9: B done.
-    swap = 20e-6 + 2 * 2**20 / (32e9 * 0.8)
+    swap = 2 * 32 * 5e-6 + 2 * 2**20 / (32e9 * 0.8)
     cfg = tiny_config(
         tmp_path, [(0, 4, 6), (0, 4, 4)], {"kind": "vllm_v0", "watermark": 0.0},
         num_blocks=3, max_model_len=12, preemption={"mode": "swap"},
