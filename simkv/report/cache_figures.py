@@ -5,16 +5,13 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from simkv.report.figures import TIME_LABEL, no_data, step_edges
+from simkv.report.figures import finish_time_panels, step_edges, time_panels
 
 
 def prefix_cache_figure(binned: pd.DataFrame, block_size: int) -> Figure:
     """Cached blocks and slots saved by sharing over time, above cumulative hits/evictions."""
-    fig = Figure(figsize=(10.4, 4.6))
-    top, bottom = fig.subplots(2, 1, sharex=True)
+    fig, top, bottom = time_panels(binned)
     if binned.empty:
-        no_data(top, "engine steps")
-        no_data(bottom, "engine steps")
         return fig
     edges = step_edges(binned)
     top.stairs(binned["cached_blocks"], edges, label="cached blocks", baseline=None)
@@ -35,9 +32,4 @@ def prefix_cache_figure(binned: pd.DataFrame, block_size: int) -> Figure:
     evict.set_ylim(bottom=0)
     handles = bottom.get_legend_handles_labels()[0] + evict.get_legend_handles_labels()[0]
     bottom.legend(handles=handles, loc="upper left")
-    bottom.set_xlabel(TIME_LABEL)
-    for ax in (top, bottom):
-        ax.grid(True, alpha=0.25)
-        ax.set_ylim(bottom=0)
-    fig.tight_layout()
-    return fig
+    return finish_time_panels(fig, top, bottom)

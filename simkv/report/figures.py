@@ -191,13 +191,30 @@ def latency_cdf_figure(runs: Sequence[tuple[str, LatencySamples]]) -> Figure:
     return fig
 
 
-def throughput_figure(binned: pd.DataFrame) -> Figure:
-    """Prefill and decode tokens/s (per time bin) above the mean batch size of the steps."""
+def time_panels(binned: pd.DataFrame) -> tuple[Figure, Axes, Axes]:
+    """A figure of two stacked panels sharing the time axis (placeholders when no steps)."""
     fig = Figure(figsize=(10.4, 4.6))
     top, bottom = fig.subplots(2, 1, sharex=True)
     if binned.empty:
         no_data(top, "engine steps")
         no_data(bottom, "engine steps")
+    return fig, top, bottom
+
+
+def finish_time_panels(fig: Figure, top: Axes, bottom: Axes) -> Figure:
+    """Label the time axis, grid both panels from zero, and lay the figure out."""
+    bottom.set_xlabel(TIME_LABEL)
+    for ax in (top, bottom):
+        ax.grid(True, alpha=0.25)
+        ax.set_ylim(bottom=0)
+    fig.tight_layout()
+    return fig
+
+
+def throughput_figure(binned: pd.DataFrame) -> Figure:
+    """Prefill and decode tokens/s (per time bin) above the mean batch size of the steps."""
+    fig, top, bottom = time_panels(binned)
+    if binned.empty:
         return fig
     edges = step_edges(binned)
     top.stairs(binned["prefill_tokens_per_s"], edges, label="prefill", linewidth=1.0, baseline=None)
@@ -206,12 +223,7 @@ def throughput_figure(binned: pd.DataFrame) -> Figure:
     top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     bottom.stairs(binned["batch_size"], edges, color="tab:green", linewidth=1.0, baseline=None)
     bottom.set_ylabel("batch size (seqs)")
-    bottom.set_xlabel(TIME_LABEL)
-    for ax in (top, bottom):
-        ax.grid(True, alpha=0.25)
-        ax.set_ylim(bottom=0)
-    fig.tight_layout()
-    return fig
+    return finish_time_panels(fig, top, bottom)
 
 
 def kv_memory_figure(binned: pd.DataFrame) -> Figure:
@@ -275,11 +287,8 @@ def _pct(frac: float | None) -> float:
 
 def queue_figure(binned: pd.DataFrame, block_bytes: int) -> Figure:
     """Queue lengths over time above cumulative preemptions and swap traffic (GiB)."""
-    fig = Figure(figsize=(10.4, 4.6))
-    top, bottom = fig.subplots(2, 1, sharex=True)
+    fig, top, bottom = time_panels(binned)
     if binned.empty:
-        no_data(top, "engine steps")
-        no_data(bottom, "engine steps")
         return fig
     for col, label in _QUEUES:
         top.stairs(binned[col], step_edges(binned), label=label, linewidth=1.0, baseline=None)
@@ -300,12 +309,7 @@ def queue_figure(binned: pd.DataFrame, block_bytes: int) -> Figure:
     swap.spines["right"].set_visible(True)
     handles = bottom.get_legend_handles_labels()[0] + swap.get_legend_handles_labels()[0]
     bottom.legend(handles=handles, loc="upper left")
-    bottom.set_xlabel(TIME_LABEL)
-    for ax in (top, bottom):
-        ax.grid(True, alpha=0.25)
-        ax.set_ylim(bottom=0)
-    fig.tight_layout()
-    return fig
+    return finish_time_panels(fig, top, bottom)
 
 
 def kv_usage_figure(runs: Sequence[tuple[str, pd.DataFrame]]) -> Figure:
