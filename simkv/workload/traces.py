@@ -16,10 +16,6 @@ ids (true of every row of the published synthetic trace), each an integer ≥ 0;
 
 from __future__ import annotations
 
-import io
-import json
-import re
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +27,7 @@ import pandas as pd
 from simkv.errors import InputError
 from simkv.workload.content import PromptContent
 from simkv.workload.request import Workload
+from simkv.workload.tables import Table, read_table
 
 TraceFormat = Literal["auto", "azure", "mooncake", "lengths", "generic"]
 #: ``n -> arrival_s`` (n non-decreasing times) for traces read without timestamps.
@@ -77,132 +74,6 @@ class LengthsTable:
         return self.prompt_tokens + self.output_tokens
 
 
-def _problem(value: object, minimum: float, integer: bool) -> str:
-    """Why one raw cell is not a number ≥ ``minimum`` (integral if ``integer``)."""
-    if value is None or (isinstance(value, float) and np.isnan(value)) or str(value).strip() == "":
-        return "missing value"
-    shown = repr(value) if isinstance(value, str) else str(getattr(value, "item", lambda: value)())
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return f"not a number: {shown}"
-    if not np.isfinite(number):
-        return f"not a finite number: {shown}"
-    if integer and number != int(number):
-        return f"not an integer: {shown}"
-    return f"must be ≥ {minimum:g}, got {shown}"
-
-
-@dataclass(frozen=True)
-class _Table:
-    """Raw rows of a CSV/JSONL file without blank lines; ``lines[i]`` is row i's file line."""
-
-    path: Path
-    frame: pd.DataFrame
-    lines: np.ndarray
-    header_line: int
-
-    def has(self, *names: str) -> bool:
-        return all(name in self.frame.columns for name in names)
-
-    def fail(self, row: int, column: str, message: str) -> InputError:
-        return InputError(message, file=self.path, line=int(self.lines[row]), field=column)
-
-    def column(self, name: str) -> pd.Series:
-        if name not in self.frame.columns:
-            found = ", ".join(map(str, self.frame.columns))
-            message = f"missing column {name!r} (columns found: {found})"
-            raise InputError(message, file=self.path, line=self.header_line, field=name)
-        return self.frame[name]
-
-    def numbers(self, name: str, *, minimum: float, integer: bool) -> np.ndarray:
-        """Column ``name`` as float64, every value finite, ≥ minimum (and integral)."""
-        raw = self.column(name)
-        values = pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
-        bad = ~np.isfinite(values) | (values < minimum)
-        if integer:
-            bad |= values != np.floor(values)
-        if bad.any():
-            row = int(np.argmax(bad))
-            raise self.fail(row, name, _problem(raw.iloc[row], minimum, integer))
-        return values
-
-    def ints(self, name: str, minimum: int = 1) -> np.ndarray:
-        return self.numbers(name, minimum=minimum, integer=True).astype(np.int64)
-
-
-def _open_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
-    except UnicodeDecodeError:
-        raise InputError("cannot read: not UTF-8 text", file=path) from None
-
-
-def _first_data_line(text: str) -> int:
-    """1-based line of the first non-blank line after the header."""
-    rows = text.splitlines()
-    return next((i + 1 for i in range(1, len(rows)) if rows[i].strip()), 2)
-
-
-def _parse_csv(path: Path, text: str) -> pd.DataFrame:
-    try:
-        with warnings.catch_warnings():
-            # pandas only warns (and drops data) when the first row has more fields than the header
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            return pd.read_csv(io.StringIO(text), skip_blank_lines=False, index_col=False)
-    except pd.errors.EmptyDataError:
-        raise InputError("empty trace: no header and no requests", file=path) from None
-    except pd.errors.ParserWarning:
-        message = "malformed CSV: more fields than the header"
-        raise InputError(message, file=path, line=_first_data_line(text)) from None
-    except pd.errors.ParserError as err:
-        found = re.search(r"line (\d+)", str(err))
-        line = int(found.group(1)) if found else None
-        raise InputError(f"malformed CSV: {err}".strip(), file=path, line=line) from None
-
-
-def _csv_table(path: Path, text: str) -> _Table:
-    frame = _parse_csv(path, text)
-    frame.columns = [str(c).strip() for c in frame.columns]
-    empty = frame.isna()
-    for name in frame.columns:
-        if not pd.api.types.is_numeric_dtype(frame[name]):
-            empty[name] |= frame[name].astype(str).str.strip().eq("")
-    keep = ~empty.all(axis=1).to_numpy()
-    lines = np.flatnonzero(keep) + 2
-    return _Table(path, frame[keep].reset_index(drop=True), lines, header_line=1)
-
-
-def _jsonl_table(path: Path, text: str) -> _Table:
-    records: list[dict] = []
-    lines: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"invalid JSON: {err.msg}", file=path, line=number) from None
-        if not isinstance(record, dict):
-            raise InputError("expected a JSON object per line", file=path, line=number)
-        records.append(record)
-        lines.append(number)
-    first = lines[0] if lines else 1
-    return _Table(path, pd.DataFrame(records), np.asarray(lines, np.int64), header_line=first)
-
-
-def _read_table(path: Path) -> _Table:
-    """A CSV or JSONL file (JSONL if its first non-blank character is ``{``), ≥ 1 row."""
-    text = _open_text(path)
-    is_jsonl = text.lstrip().startswith("{")
-    table = _jsonl_table(path, text) if is_jsonl else _csv_table(path, text)
-    if len(table.frame) == 0:
-        raise InputError("empty trace: no requests", file=path)
-    return table
-
-
 @dataclass(frozen=True)
 class _Rows:
     """Parsed request fields in file order; ``arrival_s`` None = the trace has no timestamps."""
@@ -214,7 +85,7 @@ class _Rows:
     hash_ids: list[np.ndarray] | None = None
 
 
-def _azure_seconds(table: _Table) -> np.ndarray:
+def _azure_seconds(table: Table) -> np.ndarray:
     raw = table.column("TIMESTAMP")
     stamps = pd.to_datetime(raw.astype(str), format="ISO8601", errors="coerce")
     bad = stamps.isna().to_numpy()
@@ -227,11 +98,11 @@ def _azure_seconds(table: _Table) -> np.ndarray:
     return (ns - ns.min()) / 1e9
 
 
-def _azure(table: _Table, columns: ColumnMap | None) -> _Rows:
+def _azure(table: Table, columns: ColumnMap | None) -> _Rows:
     return _Rows(_azure_seconds(table), table.ints("ContextTokens"), table.ints("GeneratedTokens"))
 
 
-def _hash_id_lists(table: _Table) -> list[np.ndarray]:
+def _hash_id_lists(table: Table) -> list[np.ndarray]:
     """Column ``hash_ids`` in file order: per row, a list of integer ids ≥ 0 (int64)."""
     out: list[np.ndarray] = []
     for row, value in enumerate(table.column("hash_ids").tolist()):
@@ -243,7 +114,7 @@ def _hash_id_lists(table: _Table) -> list[np.ndarray]:
     return out
 
 
-def _check_hash_counts(table: _Table, hash_ids: list[np.ndarray], prompt: np.ndarray) -> None:
+def _check_hash_counts(table: Table, hash_ids: list[np.ndarray], prompt: np.ndarray) -> None:
     """Each row needs one hash id per 512-token block of its prompt, the last block partial."""
     counts = np.array([len(ids) for ids in hash_ids], dtype=np.int64)
     needed = -(-prompt // MOONCAKE_BLOCK_TOKENS)
@@ -269,7 +140,7 @@ def _mooncake_content(hash_ids: list[np.ndarray], prompt: np.ndarray) -> PromptC
     return PromptContent(seg_ids, seg_lens, offsets, output_ids)
 
 
-def _mooncake(table: _Table, columns: ColumnMap | None) -> _Rows:
+def _mooncake(table: Table, columns: ColumnMap | None) -> _Rows:
     arrival_s = table.numbers("timestamp", minimum=0, integer=False) / 1000.0
     prompt, output = table.ints("input_length"), table.ints("output_length")
     hash_ids = None
@@ -279,11 +150,11 @@ def _mooncake(table: _Table, columns: ColumnMap | None) -> _Rows:
     return _Rows(arrival_s, prompt, output, hash_ids=hash_ids)
 
 
-def _lengths(table: _Table, columns: ColumnMap | None) -> _Rows:
+def _lengths(table: Table, columns: ColumnMap | None) -> _Rows:
     return _Rows(None, table.ints("num_prefill_tokens"), table.ints("num_decode_tokens"))
 
 
-def _default_map(table: _Table) -> ColumnMap:
+def _default_map(table: Table) -> ColumnMap:
     """Generic columns by their simkv names; a clear error when none of the formats fits."""
     if not table.has(*GENERIC):
         found = ", ".join(map(str, table.frame.columns))
@@ -295,7 +166,7 @@ def _default_map(table: _Table) -> ColumnMap:
     return ColumnMap(*GENERIC, arrival_s=arrival_s, arrival_ms=arrival_ms, priority=priority)
 
 
-def _generic(table: _Table, columns: ColumnMap | None) -> _Rows:
+def _generic(table: Table, columns: ColumnMap | None) -> _Rows:
     cols = columns or _default_map(table)
     arrival_s = None
     if cols.arrival_s is not None:
@@ -309,7 +180,7 @@ def _generic(table: _Table, columns: ColumnMap | None) -> _Rows:
     return _Rows(arrival_s, prompt, output, priority)
 
 
-_PARSERS: dict[str, Callable[[_Table, ColumnMap | None], _Rows]] = {
+_PARSERS: dict[str, Callable[[Table, ColumnMap | None], _Rows]] = {
     "azure": _azure,
     "mooncake": _mooncake,
     "lengths": _lengths,
@@ -317,7 +188,7 @@ _PARSERS: dict[str, Callable[[_Table, ColumnMap | None], _Rows]] = {
 }
 
 
-def _detect_format(table: _Table) -> str:
+def _detect_format(table: Table) -> str:
     """The format whose columns the table has: azure, mooncake, lengths, else generic."""
     for name, needed in (("azure", AZURE), ("mooncake", MOONCAKE), ("lengths", SHAREGPT)):
         if table.has(*needed):
@@ -325,7 +196,7 @@ def _detect_format(table: _Table) -> str:
     return "generic"
 
 
-def _sorted_workload(rows: _Rows, arrival: ArrivalSampler | None, table: _Table) -> Workload:
+def _sorted_workload(rows: _Rows, arrival: ArrivalSampler | None, table: Table) -> Workload:
     n = len(rows.prompt_tokens)
     order = np.arange(n) if rows.arrival_s is None else np.argsort(rows.arrival_s, kind="stable")
     if arrival is not None:
@@ -401,7 +272,7 @@ def read_trace(
     time; ``rate`` rescales times so that (n - 1) / (last - first arrival) equals it.
     Raises :class:`simkv.errors.InputError` for any bad input.
     """
-    table = _read_table(Path(path))
+    table = read_table(Path(path))
     chosen = format
     if format == "auto":
         chosen = "generic" if columns is not None else _detect_format(table)
@@ -420,7 +291,7 @@ def read_trace(
 
 def read_column(path: Path, column: str) -> np.ndarray:
     """One column of a CSV/JSONL file as int64 values ≥ 1, in file order."""
-    return _read_table(Path(path)).ints(column)
+    return read_table(Path(path)).ints(column)
 
 
 def read_lengths(path: Path, *, column: str | None = None) -> LengthsTable:
@@ -430,7 +301,7 @@ def read_lengths(path: Path, *, column: str | None = None) -> LengthsTable:
     the pair of an Azure, Mooncake, ShareGPT or generic trace (prompt ≥ 1, output ≥ 0), else a
     ``length`` column as with ``column="length"``.
     """
-    table = _read_table(Path(path))
+    table = read_table(Path(path))
     pairs = (AZURE[1:], MOONCAKE[1:], SHAREGPT, GENERIC)
     pair = next((p for p in pairs if column is None and table.has(*p)), None)
     if pair is not None:
@@ -447,7 +318,7 @@ def read_mooncake_hash_ids(path: Path) -> list[np.ndarray]:
     Ordered like ``read_trace(path)`` (stable sort by timestamp), so entry i belongs to request i
     of that workload before any window/limit option.
     """
-    table = _read_table(Path(path))
+    table = read_table(Path(path))
     arrival_ms = table.numbers("timestamp", minimum=0, integer=False)
     ids = _hash_id_lists(table)
     return [ids[row] for row in np.argsort(arrival_ms, kind="stable")]

@@ -1,0 +1,145 @@
+"""The tabular layer of the trace readers: CSV or JSONL rows with their file lines.
+
+Every bad value is reported as :class:`simkv.errors.InputError` with ``file:line column`` (line =
+1-based physical line of the file; a CSV header is line 1).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simkv.errors import InputError
+
+
+def value_problem(value: object, minimum: float, integer: bool) -> str:
+    """Why one raw cell is not a number ≥ ``minimum`` (integral if ``integer``)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or str(value).strip() == "":
+        return "missing value"
+    shown = repr(value) if isinstance(value, str) else str(getattr(value, "item", lambda: value)())
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return f"not a number: {shown}"
+    if not np.isfinite(number):
+        return f"not a finite number: {shown}"
+    if integer and number != int(number):
+        return f"not an integer: {shown}"
+    return f"must be ≥ {minimum:g}, got {shown}"
+
+
+@dataclass(frozen=True)
+class Table:
+    """Raw rows of a CSV/JSONL file without blank lines; ``lines[i]`` is row i's file line."""
+
+    path: Path
+    frame: pd.DataFrame
+    lines: np.ndarray
+    header_line: int
+
+    def has(self, *names: str) -> bool:
+        return all(name in self.frame.columns for name in names)
+
+    def fail(self, row: int, column: str, message: str) -> InputError:
+        return InputError(message, file=self.path, line=int(self.lines[row]), field=column)
+
+    def column(self, name: str) -> pd.Series:
+        if name not in self.frame.columns:
+            found = ", ".join(map(str, self.frame.columns))
+            message = f"missing column {name!r} (columns found: {found})"
+            raise InputError(message, file=self.path, line=self.header_line, field=name)
+        return self.frame[name]
+
+    def numbers(self, name: str, *, minimum: float, integer: bool) -> np.ndarray:
+        """Column ``name`` as float64, every value finite, ≥ minimum (and integral)."""
+        raw = self.column(name)
+        values = pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+        bad = ~np.isfinite(values) | (values < minimum)
+        if integer:
+            bad |= values != np.floor(values)
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise self.fail(row, name, value_problem(raw.iloc[row], minimum, integer))
+        return values
+
+    def ints(self, name: str, minimum: int = 1) -> np.ndarray:
+        return self.numbers(name, minimum=minimum, integer=True).astype(np.int64)
+
+
+def _open_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
+    except UnicodeDecodeError:
+        raise InputError("cannot read: not UTF-8 text", file=path) from None
+
+
+def _first_data_line(text: str) -> int:
+    """1-based line of the first non-blank line after the header."""
+    rows = text.splitlines()
+    return next((i + 1 for i in range(1, len(rows)) if rows[i].strip()), 2)
+
+
+def _parse_csv(path: Path, text: str) -> pd.DataFrame:
+    try:
+        with warnings.catch_warnings():
+            # pandas only warns (and drops data) when the first row has more fields than the header
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            return pd.read_csv(io.StringIO(text), skip_blank_lines=False, index_col=False)
+    except pd.errors.EmptyDataError:
+        raise InputError("empty trace: no header and no requests", file=path) from None
+    except pd.errors.ParserWarning:
+        message = "malformed CSV: more fields than the header"
+        raise InputError(message, file=path, line=_first_data_line(text)) from None
+    except pd.errors.ParserError as err:
+        found = re.search(r"line (\d+)", str(err))
+        line = int(found.group(1)) if found else None
+        raise InputError(f"malformed CSV: {err}".strip(), file=path, line=line) from None
+
+
+def _csv_table(path: Path, text: str) -> Table:
+    frame = _parse_csv(path, text)
+    frame.columns = [str(c).strip() for c in frame.columns]
+    empty = frame.isna()
+    for name in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[name]):
+            empty[name] |= frame[name].astype(str).str.strip().eq("")
+    keep = ~empty.all(axis=1).to_numpy()
+    lines = np.flatnonzero(keep) + 2
+    return Table(path, frame[keep].reset_index(drop=True), lines, header_line=1)
+
+
+def _jsonl_table(path: Path, text: str) -> Table:
+    records: list[dict] = []
+    lines: list[int] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputError(f"invalid JSON: {err.msg}", file=path, line=number) from None
+        if not isinstance(record, dict):
+            raise InputError("expected a JSON object per line", file=path, line=number)
+        records.append(record)
+        lines.append(number)
+    first = lines[0] if lines else 1
+    return Table(path, pd.DataFrame(records), np.asarray(lines, np.int64), header_line=first)
+
+
+def read_table(path: Path) -> Table:
+    """A CSV or JSONL file (JSONL if its first non-blank character is ``{``), ≥ 1 row."""
+    text = _open_text(path)
+    is_jsonl = text.lstrip().startswith("{")
+    table = _jsonl_table(path, text) if is_jsonl else _csv_table(path, text)
+    if len(table.frame) == 0:
+        raise InputError("empty trace: no requests", file=path)
+    return table
