@@ -104,8 +104,9 @@ def build_scheduler(cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> Sch
         if isinstance(sched, VllmV1Config):
             return VllmV1Scheduler(sched, cfg.preemption, kv, recorder)
         return VllmV0Scheduler(
-            sched, cfg.preemption, kv, recorder, max_model_len=cfg.model.max_model_len
-        )
+            sched, cfg.preemption, kv, recorder, max_model_len=cfg.model.max_model_len,
+            rng=np.random.default_rng([cfg.seed, 1]),  # beam draws: apart from the workload's
+        )  # fmt: skip
     policy = sched.reservation if isinstance(sched, OrcaConfig) else "max"
     ckv = ContiguousKV(sizing.token_slots, policy, cfg.model.max_model_len)
     if isinstance(sched, StaticConfig):

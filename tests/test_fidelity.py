@@ -89,7 +89,14 @@ def test_figure19a_swap_cost_falls_with_block_size_recompute_flat() -> None:
     swap = micro["swap_in_out_ms"].tolist()
     assert all(a > b for a, b in itertools.pairwise(swap))
     # 512 tokens at block 16: 32 blocks x (400 us + 16 x 819,200 B / (32 GB/s x 0.8)) = 29.184 ms
-    assert micro.set_index("block_size").loc[16, "swap_out_ms"] == pytest.approx(29.184)
+    at16 = micro.set_index("block_size").loc[16]
+    assert at16["swap_out_ms"] == pytest.approx(29.184)
+    # ... of which 32 x 2 x 40 copy calls x 5 us (swap_copy_latency_us) = 12.8 ms, and the
+    # bytes 512 x 819,200 B / 25.6 GB/s = 16.384 ms whatever the block size.
+    assert at16["copy_calls_ms"] == pytest.approx(12.8)
+    assert micro["transfer_ms"].tolist() == pytest.approx([16.384] * len(fid.BLOCK_SIZES))
+    total = micro["copy_calls_ms"] + micro["transfer_ms"]
+    assert total.tolist() == pytest.approx(micro["swap_out_ms"].tolist())
     # Block size enters the roofline only through the KV-read efficiency, in the memory term; a
     # 512-token prefill is compute-bound (about 70 ms of FLOPs vs 23 ms of memory traffic), so
     # recompute is the same at every block size. 1 % would absorb a small per-block term only.

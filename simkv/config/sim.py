@@ -18,7 +18,7 @@ from simkv.config.base import Frozen, YamlDoc, load_yaml, validate
 from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.policy import PreemptionConfig, SchedulerConfig, VllmV1Config
-from simkv.config.workload import WorkloadConfig
+from simkv.config.workload import WorkloadConfig, check_sampling_scheduler
 from simkv.errors import InputError
 
 GIB = 1 << 30
@@ -102,6 +102,7 @@ class SimConfig(Frozen):
             raise ValueError("kv_cache.prefix_caching needs scheduler vllm_v1")
         if kind == "vllm_v1" and self.preemption.mode == "swap":
             raise ValueError("preemption.mode swap: vllm_v1 preempts by recompute only")
+        check_sampling_scheduler(self.workload, kind)
         if kind == "vllm_v0" and self.preemption.victim == "lowest_priority":
             raise ValueError("preemption.victim lowest_priority needs scheduler vllm_v1")
         return self

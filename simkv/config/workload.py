@@ -14,12 +14,20 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
 from simkv.config.base import Frozen
 
 __all__ = [
     "ArrivalConfig",
+    "BeamSampling",
     "ConstantArrival",
     "EmpiricalLength",
     "ExponentialThink",
@@ -30,8 +38,10 @@ __all__ = [
     "LognormalLength",
     "MultiTurnWorkload",
     "NormalLength",
+    "ParallelSampling",
     "PoissonArrival",
     "PriorityConfig",
+    "SamplingConfig",
     "SharedPrefixWorkload",
     "SyntheticWorkload",
     "ThinkTimeConfig",
@@ -41,6 +51,7 @@ __all__ = [
     "UniformThink",
     "WorkloadConfig",
     "ZipfLength",
+    "check_sampling_scheduler",
 ]
 
 SchedulePiece = tuple[NonNegativeFloat, NonNegativeFloat]
@@ -214,6 +225,47 @@ def _check_size(
         raise ValueError(f"with {count_name}, the arrival schedule must not end at rate 0")
 
 
+class ParallelSampling(Frozen):
+    """Every request generates ``n`` sequences (vLLM's ``SamplingParams.n``).
+
+    ``fork_after_tokens > 0`` is a tree of thought: one parent sequence generates that many
+    output tokens, then forks into ``n`` children, each generating the request's remaining
+    output. A request whose output is not longer than ``fork_after_tokens`` never forks.
+    """
+
+    kind: Literal["parallel"]
+    n: PositiveInt = Field(description="sequences per request after the fork")
+    fork_after_tokens: NonNegativeInt = Field(
+        0, description="output tokens the parent generates before forking (0 = at the prompt)"
+    )
+
+
+class BeamSampling(Frozen):
+    """Beam search: ``width`` beams after the prompt; after every decode step each new beam picks
+    a parent beam (drawn with the run's Generator), unpicked beams are freed."""
+
+    kind: Literal["beam"]
+    width: PositiveInt = Field(description="beams per request")
+
+
+SamplingConfig = Annotated[ParallelSampling | BeamSampling, Field(discriminator="kind")]
+_SAMPLING_DESCRIPTION = "multi-sequence requests (scheduler vllm_v0 only); None = one sequence"
+
+
+def check_sampling_scheduler(workload: object, scheduler_kind: str) -> None:
+    """Raise ValueError when ``workload`` has ``sampling`` and the scheduler is not vllm_v0.
+
+    vLLM 0.11 (V1) fans ``n`` out into separate requests at the API layer, so its scheduler
+    never sees a multi-sequence group; simkv models groups only for vLLM 0.6 (``vllm_v0``).
+    """
+    if getattr(workload, "sampling", None) is not None and scheduler_kind != "vllm_v0":
+        raise ValueError(
+            f"workload.sampling needs scheduler vllm_v0, not {scheduler_kind}: vLLM 0.11 fans n "
+            "out into separate requests and has no beam search; orca and static have no "
+            "sequence groups"
+        )
+
+
 class SyntheticWorkload(Frozen):
     """Generated requests: arrivals from a process, lengths from distributions."""
 
@@ -224,6 +276,7 @@ class SyntheticWorkload(Frozen):
     prompt_tokens: LengthConfig
     output_tokens: LengthConfig
     priority: PriorityConfig | None = Field(None, description="None = every priority is 0")
+    sampling: SamplingConfig | None = Field(None, description=_SAMPLING_DESCRIPTION)
 
     @model_validator(mode="after")
     def _one_size(self) -> Self:
@@ -345,6 +398,7 @@ class TraceWorkload(Frozen):
         description="arrival process; required for traces without timestamps, and replaces "
         "the timestamps of a trace that has them",
     )
+    sampling: SamplingConfig | None = Field(None, description=_SAMPLING_DESCRIPTION)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

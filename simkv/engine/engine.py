@@ -18,10 +18,12 @@ from dataclasses import dataclass
 import simpy
 
 from simkv.engine.cost_model import CostModel
+from simkv.engine.groups import ForkGroup
 from simkv.engine.plan import StepPlan
 from simkv.engine.scheduler import Scheduler
 from simkv.engine.sequence import Seq, Status
 from simkv.engine.sessions import Sessions
+from simkv.errors import InputError
 from simkv.metrics.recorder import Recorder
 from simkv.workload.content import KeyStream, unique_segments
 from simkv.workload.request import Workload
@@ -70,6 +72,7 @@ class Engine:
         self._priority = workload.priority.tolist()
         self._content = workload.content
         self._sessions = Sessions(workload)
+        self._sampling = _sampling_columns(workload, scheduler)
         self._inbox: list[tuple[int, float]] = []  # (request, arrival time) not yet admitted
         self._seen_done = 0  # recorded requests whose follow-ups were released
         self._wake: simpy.Event | None = None
@@ -124,6 +127,8 @@ class Engine:
             i, arrival_s, prompt, min(output, max_len - prompt) if truncated else output,
             self._priority[i], self.limits.block_size, truncated,
         )  # fmt: skip
+        if self._sampling is not None:
+            seq.group = self._group(i, seq.output_tokens)
         if prompt >= max_len:  # vLLM rejects a prompt that leaves no room for one output token
             seq.output_tokens = output
             seq.status = Status.REJECTED
@@ -134,6 +139,14 @@ class Engine:
         if self.limits.content_keys:
             seq.keys = self._keys(i, prompt)
         self.scheduler.add(seq, now)
+
+    def _group(self, i: int, output_tokens: int) -> ForkGroup | None:
+        """Request ``i``'s fan-out; None when it has one sequence or never reaches its fork."""
+        assert self._sampling is not None
+        n_seqs, fork_after, beam = self._sampling
+        if n_seqs[i] < 2 or fork_after[i] >= output_tokens:
+            return None
+        return ForkGroup(n_seqs[i], fork_after[i], beam[i])
 
     def _keys(self, i: int, prompt: int) -> KeyStream:
         content = self._content
@@ -182,10 +195,31 @@ class Engine:
         used, free, cpu_used = sched.memory_state()
         b = sched.breakdown()
         cached, shared, evictions = sched.cache_state()
+        fork_blocks, fork_independent = sched.fork_state()
         self.recorder.step((
             start, duration, plan.prefill_tokens, plan.decode_tokens, len(plan.seqs),
             waiting, running, swapped, used, free, b.token_slots, b.reserved_slots,
             b.internal_frag_slots, b.external_frag_slots, b.free_slots, cpu_used,
             plan.preempted, plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks,
-            plan.cache_hit_tokens, cached, shared, evictions,
+            plan.cache_hit_tokens, cached, shared, evictions, fork_blocks, fork_independent,
         ))  # fmt: skip
+
+
+def _sampling_columns(
+    workload: Workload, scheduler: Scheduler
+) -> tuple[list[int], list[int], list[bool]] | None:
+    """The workload's fan-out columns as lists, None when every request has one sequence.
+
+    Raises :class:`InputError` when there are multi-sequence requests and the scheduler cannot
+    run them (vLLM 0.11 fans ``n`` out into separate requests before its scheduler).
+    """
+    if workload.n_seqs is None or not (workload.n_seqs > 1).any():
+        return None
+    if not scheduler.supports_forks:
+        raise InputError(
+            "multi-sequence requests need scheduler vllm_v0 (vLLM 0.11 fans n out into "
+            "separate requests)",
+            field="workload.sampling",
+        )
+    assert workload.fork_after is not None and workload.beam is not None
+    return workload.n_seqs.tolist(), workload.fork_after.tolist(), workload.beam.tolist()

@@ -5,7 +5,10 @@
 O(1): ``written_tokens`` (Σ computed tokens of GPU-resident requests) minus ``shared_tokens``
 (tokens of blocks shared by several requests, counted once per extra reference) are the token
 states, and ``internal_slots`` (Σ over GPU-resident requests of slots in their blocks beyond their
-final length: slots that will never be written). Everything else held is reservation.
+final length: slots that will never be written). Everything else held is reservation. Forked
+multi-sequence requests (:mod:`simkv.engine.groups`) add each sequence's computed tokens to
+``written_tokens`` and the tokens their sequences share to ``fork_dup_tokens`` (once per extra
+reference), so token states count a shared block once.
 
 With prefix caching (``"hash"``: vLLM 0.11; ``"radix"``: SGLang-style; see
 :mod:`simkv.kv.prefix_cache`) the cache is the allocator's free queue; full computed blocks are
@@ -13,8 +16,9 @@ registered under their content keys after each step, and an admission starts fro
 cached prefix (at most ``num_tokens - 1`` tokens, whole blocks).
 
 Invariants (checked by :meth:`check`): the allocator's own invariants; GPU refcounts equal the
-references from GPU-resident tables; ``written_tokens`` and ``internal_slots`` equal their
-definitions recomputed from the resident requests.
+references from every GPU-resident table (every table of every resident group), CPU refcounts
+those from swapped-out tables; ``written_tokens``, ``internal_slots``, ``shared_tokens`` and
+``fork_dup_tokens`` equal their definitions recomputed from the resident requests.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
+from simkv.engine import groups
 from simkv.engine.plan import StepPlan
 from simkv.engine.sequence import Seq, Status
 from simkv.kv.allocator import BlockAllocator, BlockId, ReuseOrder
@@ -66,6 +71,7 @@ class PagedKV:
         self.swap = SwapPool(swap_blocks, block_size, block_bytes) if swap_blocks > 0 else None
         self.written_tokens = 0
         self.internal_slots = 0
+        self.fork_dup_tokens = 0
 
     def _internal(self, seq: Seq) -> int:
         return max(0, len(seq.table.block_ids) * self.block_size - seq.final_kv_tokens)
@@ -110,6 +116,9 @@ class PagedKV:
 
         Blocks are freed last block first, so a cache evicts a request's tail before its head.
         """
+        if seq.group is not None and seq.group.tables:
+            groups.free_group(self, seq)
+            return
         self.written_tokens -= seq.num_computed
         self.internal_slots -= self._internal(seq)
         table = seq.table
@@ -201,11 +210,13 @@ class PagedKV:
         """Whether ``seq``'s blocks fit in the CPU pool (NEVER when there is no pool)."""
         if self.swap is None:
             return SwapDecision.NEVER
-        return self.swap.can_swap_out([seq.table])
+        return self.swap.can_swap_out(groups.tables_of(seq))
 
     def swap_out(self, seq: Seq) -> int:
         """Move ``seq``'s blocks to the CPU pool; returns the number of blocks moved."""
         assert self.swap is not None
+        if seq.group is not None and seq.group.tables:
+            return groups.swap_group_out(self, seq)
         self.written_tokens -= seq.num_computed
         self.internal_slots -= self._internal(seq)
         result = self.swap.swap_out([seq.table], self.gpu)
@@ -217,7 +228,12 @@ class PagedKV:
         Counts the block the next decode token will touch, so a swapped-in request can decode.
         """
         table = seq.table
-        required = len(table.block_ids) + (1 if table.length % self.block_size == 0 else 0)
+        if seq.group is not None and seq.group.tables:
+            tables = seq.group.tables
+            distinct = len({b for t in tables for b in t.block_ids})
+            required = distinct + groups.decode_blocks_needed(tables, self.block_size)
+        else:
+            required = len(table.block_ids) + (1 if table.length % self.block_size == 0 else 0)
         if self.gpu.num_blocks < required:
             return AllocStatus.NEVER
         if self.gpu.free_blocks - required < watermark_blocks:
@@ -227,10 +243,20 @@ class PagedKV:
     def swap_in(self, seq: Seq) -> int:
         """Bring ``seq``'s blocks back from the CPU pool; returns the number of blocks moved."""
         assert self.swap is not None
+        if seq.group is not None and seq.group.tables:
+            return groups.swap_group_in(self, seq)
         result = self.swap.swap_in([seq.table], self.gpu)
         self.written_tokens += seq.num_computed
         self.internal_slots += self._internal(seq)
         return result.num_blocks
+
+    def free_swapped(self, seq: Seq) -> None:
+        """Release the CPU blocks of a swapped-out request (it is dropped while swapped out)."""
+        assert self.swap is not None
+        for table in groups.tables_of(seq):
+            table.free(self.swap.cpu)
+        if seq.group is not None:
+            seq.group.tables = []
 
     @property
     def cpu_blocks_used(self) -> int:
@@ -239,7 +265,7 @@ class PagedKV:
     def breakdown(self) -> WasteBreakdown:
         """The GPU pool's slots split as token states / reservation / internal / free."""
         held = self.gpu.used_blocks * self.block_size
-        tokens = self.written_tokens - self.shared_tokens
+        tokens = self.written_tokens - self.shared_tokens - self.fork_dup_tokens
         return WasteBreakdown(
             token_slots=tokens,
             reserved_slots=held - tokens - self.internal_slots,
@@ -251,13 +277,17 @@ class PagedKV:
     def check(self, gpu_seqs: Iterable[Seq], cpu_seqs: Iterable[Seq] = ()) -> None:
         """Assert every invariant of the class docstring (tests call this after every step)."""
         gpu_seqs = list(gpu_seqs)
-        self.gpu.check([s.table for s in gpu_seqs])
+        self.gpu.check([t for s in gpu_seqs for t in groups.tables_of(s)])
         if self.swap is not None:
-            self.swap.cpu.check([s.table for s in cpu_seqs])
-        written = sum(s.num_computed for s in gpu_seqs)
-        internal = sum(self._internal(s) for s in gpu_seqs)
+            self.swap.cpu.check([t for s in cpu_seqs for t in groups.tables_of(s)])
+        bs, written, internal, dup = self.block_size, 0, 0, 0
+        for s in gpu_seqs:
+            w, i, d = groups.group_sums(groups.tables_of(s), s.num_computed, s.final_kv_tokens, bs)
+            written, internal, dup = written + w, internal + i, dup + d
         refs = self._refs
-        shared = sum(refs[b] - 1 for b in {b for s in gpu_seqs for b in s.table.block_ids})
+        single = {b for s in gpu_seqs if not groups.is_forked(s) for b in s.table.block_ids}
+        shared = sum(refs[b] - 1 for b in single)
         assert written == self.written_tokens, (written, self.written_tokens)
         assert internal == self.internal_slots, (internal, self.internal_slots)
+        assert dup == self.fork_dup_tokens, (dup, self.fork_dup_tokens)
         assert shared * self.block_size == self.shared_tokens, (shared, self.shared_tokens)

@@ -36,7 +36,11 @@ class Scheduler(Protocol):
     def memory_state(self) -> tuple[int, int, int]: ...
     def breakdown(self) -> WasteBreakdown: ...
     def cache_state(self) -> tuple[int, int, int]: ...
+    def fork_state(self) -> tuple[int, int]: ...
     def check(self) -> None: ...
+
+    @property
+    def supports_forks(self) -> bool: ...
 
 
 class SchedulerBase:
@@ -44,7 +48,10 @@ class SchedulerBase:
 
     Subclasses keep ``self.running`` (admission order) and ``self.waiting``, implement
     ``schedule``, and call :meth:`_reject`, :meth:`_abort` and :meth:`_mark_scheduled`.
+    ``supports_forks``: whether the policy runs multi-sequence requests (only vLLM v0 does).
     """
+
+    supports_forks: bool = False
 
     def __init__(self, kv: KVMemory, recorder: Recorder, waiting: WaitingQueue) -> None:
         self.kv = kv
@@ -135,3 +142,7 @@ class SchedulerBase:
     def cache_state(self) -> tuple[int, int, int]:
         """(cached blocks, slots saved by sharing, evictions so far)."""
         return self.kv.cache_state()
+
+    def fork_state(self) -> tuple[int, int]:
+        """(blocks held by forked multi-sequence requests, blocks they would hold unshared)."""
+        return 0, 0

@@ -11,9 +11,13 @@ request held at most ``prompt_tokens + output_tokens - 1`` slots.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from simkv.kv.block_table import SequenceTable
 from simkv.workload.content import KeyStream
+
+if TYPE_CHECKING:
+    from simkv.engine.groups import ForkGroup
 
 
 class Status(StrEnum):
@@ -32,6 +36,8 @@ class Seq:
 
     Invariants: ``0 <= num_computed <= num_tokens``; ``num_output <= output_tokens``;
     ``table.length == num_computed`` while the request's KV is on the GPU (paged schedulers).
+    ``group`` (None = one sequence) makes it a multi-sequence request; once its group has forked,
+    ``table`` is empty and the KV lives in ``group.tables`` (see :mod:`simkv.engine.groups`).
     """
 
     __slots__ = (
@@ -42,6 +48,7 @@ class Seq:
         "finish_s",
         "first_scheduled_s",
         "first_token_s",
+        "group",
         "keys",
         "last_token_s",
         "num_computed",
@@ -99,6 +106,7 @@ class Seq:
         self.cached_upto = 0  # leading blocks registered in the prefix cache
         self.prefix_hit_tokens: int | None = None  # cache hits at the first admission
         self.cache_hit_tokens = 0  # cache hits over every admission (incl. after preemption)
+        self.group: ForkGroup | None = None  # sequences of a multi-sequence request
 
     @property
     def in_prefill(self) -> bool:

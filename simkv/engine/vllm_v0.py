@@ -16,13 +16,25 @@ decode-only:
    (recompute for single-sequence requests, swap for multi-sequence ones).
 3. If nobody was preempted, swap requests back in (before any new prefill), each decoding in
    this step.
+
+Multi-sequence requests (:mod:`simkv.engine.groups`, vLLM 0.6 ``SequenceGroup``): the prompt is
+computed once; the group forks (lazy copy-on-write) right after the step that sampled its
+``fork_after + 1``-th token; each live sequence then decodes one token per decode step and
+``max_num_seqs`` counts sequences (``n`` per group, as vLLM's ``get_max_num_running_seqs``). A
+group's decode takes slots for all its sequences at once (copies counted in the plan's
+``copy_blocks``), or preempts. A forked group is always preempted by swap, all its tables as one
+swap group (vLLM 0.6 cannot recompute a multi-sequence group: it asserts). Beam groups re-draw
+their beams after each decode step with the scheduler's ``rng``.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
+import numpy as np
+
 from simkv.config.policy import PreemptionConfig, VllmV0Config
+from simkv.engine import groups
 from simkv.engine.paged_kv import AllocStatus, PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import FcfsQueue, pick_victim
@@ -33,7 +45,12 @@ from simkv.metrics.recorder import Recorder
 
 
 class VllmV0Scheduler(SchedulerBase):
-    """Waiting / running / swapped queues with watermark admission (vLLM 0.6)."""
+    """Waiting / running / swapped queues with watermark admission (vLLM 0.6).
+
+    ``rng`` draws beam parents (the run's Generator; a fresh ``default_rng(0)`` when None).
+    """
+
+    supports_forks = True
 
     def __init__(
         self,
@@ -43,6 +60,7 @@ class VllmV0Scheduler(SchedulerBase):
         recorder: Recorder,
         *,
         max_model_len: int,
+        rng: np.random.Generator | None = None,
     ) -> None:
         super().__init__(kv, recorder, FcfsQueue())
         self.kv: PagedKV = kv
@@ -52,6 +70,15 @@ class VllmV0Scheduler(SchedulerBase):
         self.prompt_limit = min(max_model_len, self.max_batched_tokens)
         self.watermark_blocks = int(cfg.watermark * kv.gpu.num_blocks)
         self.swapped: deque[Seq] = deque()
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        self.groups: list[Seq] = []  # multi-sequence requests not yet done
+        self._decoded_groups: list[Seq] = []  # forked groups decoded in the current step
+        self._copies = 0  # copy-on-write copies of the group whose slots were just taken
+
+    def add(self, seq: Seq, now: float) -> None:
+        if seq.group is not None:
+            self.groups.append(seq)
+        super().add(seq, now)
 
     def has_work(self) -> bool:
         return bool(self.running) or len(self.waiting) > 0 or bool(self.swapped)
@@ -64,23 +91,28 @@ class VllmV0Scheduler(SchedulerBase):
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
+        self._decoded_groups.clear()
         if not self.swapped:
             self._schedule_prefills(plan, now)
         if plan.empty:
             self._schedule_running(plan, now)
-            if not plan.preempted:
-                self._schedule_swapped(plan, now)
+            if not plan.preempted and self._schedule_swapped(plan, now) and plan.empty:
+                self._schedule_prefills(plan, now)  # a dropped group was all that blocked them
         return plan
 
     def _schedule_prefills(self, plan: StepPlan, now: float) -> None:
         waiting = self.waiting
         budget = self.max_batched_tokens
-        num_seqs = len(self.running)
+        num_seqs = self._running_seqs()
         while len(waiting):
             seq = waiting.peek()
             num_new = seq.num_tokens
             if num_new > self.prompt_limit:
                 self._reject(waiting.pop(), "prompt_exceeds_limit", now)
+                continue
+            width = _width(seq)
+            if width > self.cfg.max_num_seqs:  # vLLM would leave it waiting forever
+                self._reject(waiting.pop(), "n_exceeds_max_num_seqs", now)
                 continue
             status = self.kv.can_allocate(seq, self.watermark_blocks)
             if status is AllocStatus.LATER:
@@ -88,7 +120,7 @@ class VllmV0Scheduler(SchedulerBase):
             if status is AllocStatus.NEVER:
                 self._reject(waiting.pop(), "kv_never_fits", now)
                 continue
-            if num_new > budget or num_seqs + 1 > self.cfg.max_num_seqs:
+            if num_new > budget or num_seqs + width > self.cfg.max_num_seqs:
                 break
             waiting.pop()
             ok = self.kv.allocate_slots(seq, num_new)
@@ -97,7 +129,7 @@ class VllmV0Scheduler(SchedulerBase):
             self._mark_scheduled(seq, now)
             plan.add(seq, num_new)
             budget -= num_new
-            num_seqs += 1
+            num_seqs += width
 
     def _schedule_running(self, plan: StepPlan, now: float) -> None:
         queue = deque(self.running)
@@ -109,7 +141,9 @@ class VllmV0Scheduler(SchedulerBase):
                 plan.add_decode(seq)
                 kept.append(seq)
                 continue
-            while not self.kv.allocate_slots(seq, 1):
+            single = seq.group is None or not seq.group.tables
+            allocate = self.kv.allocate_slots if single else self._group_slots
+            while not allocate(seq, 1):
                 victim = pick_victim(queue, self.preemption.victim) if queue else seq
                 if victim is not seq:
                     queue.remove(victim)
@@ -117,14 +151,40 @@ class VllmV0Scheduler(SchedulerBase):
                 if victim is seq:
                     break
             else:
-                plan.add_decode(seq)
+                if single:
+                    plan.add_decode(seq)
+                else:
+                    self._add_group_decode(seq, plan)
                 kept.append(seq)
         self.running = kept
+
+    def _group_slots(self, seq: Seq, num_new: int) -> bool:
+        """One decode slot for every sequence of a forked group (``num_new`` is 1); False, with
+        nothing changed, if short. Copy-on-write copies go to the step's ``copy_blocks``."""
+        assert num_new == 1
+        copies = groups.decode_slots(self.kv, seq)
+        if copies is None:
+            return False
+        self._copies += copies
+        return True
+
+    def _add_group_decode(self, seq: Seq, plan: StepPlan) -> None:
+        assert seq.group is not None
+        groups.add_group_decodes(plan, seq, len(seq.group.tables))
+        plan.copy_blocks += self._copies
+        self._copies = 0
+        self._decoded_groups.append(seq)
+
+    def _running_seqs(self) -> int:
+        """Sequences of the running requests (a multi-sequence request counts ``n``)."""
+        if not self.groups:
+            return len(self.running)
+        return sum(_width(seq) for seq in self.running)
 
     def _preempt(self, seq: Seq, plan: StepPlan, now: float) -> None:
         plan.preempted += 1
         seq.preemptions += 1
-        if self.preemption.mode != "swap":  # auto: every simulated request has one sequence
+        if self.preemption.mode != "swap" and not groups.is_forked(seq):
             self.kv.free(seq)
             seq.recomputed_tokens += seq.num_computed
             seq.num_computed = 0
@@ -141,25 +201,79 @@ class VllmV0Scheduler(SchedulerBase):
         seq.status = Status.SWAPPED
         self.swapped.append(seq)
 
-    def _schedule_swapped(self, plan: StepPlan, now: float) -> None:
+    def _schedule_swapped(self, plan: StepPlan, now: float) -> bool:
+        """Swap requests back in while they fit; True when one was dropped and none is left."""
         swapped = self.swapped
+        dropped = False
         while swapped:
             seq = swapped[0]
             status = self.kv.can_swap_in(seq, self.watermark_blocks)
             if status is AllocStatus.LATER:
                 break
-            assert status is not AllocStatus.NEVER, "it came from this GPU pool"
-            if len(self.running) + 1 > self.cfg.max_num_seqs:
+            if status is AllocStatus.NEVER:  # only a forked group outgrows the whole GPU pool
+                self._drop_swapped(swapped.popleft(), now)
+                dropped = True
+                continue
+            if self._running_seqs() + _width(seq) > self.cfg.max_num_seqs:
                 break
             swapped.popleft()
             blocks = self.kv.swap_in(seq)
             plan.swap_in_blocks += blocks
             seq.swapped_bytes += blocks * self.kv.block_bytes
             seq.status = Status.RUNNING
-            if not self.kv.allocate_slots(seq, 1):
+            single = not groups.is_forked(seq)
+            if not (self.kv.allocate_slots(seq, 1) if single else self._group_slots(seq, 1)):
                 raise AssertionError("swap-in kept the watermark free, the decode slot must fit")
-            plan.add_decode(seq)
+            if single:
+                plan.add_decode(seq)
+            else:
+                self._add_group_decode(seq, plan)
             self.running.append(seq)
+        return dropped and not swapped
+
+    def _drop_swapped(self, seq: Seq, now: float) -> None:
+        """Abort a swapped-out group whose next decode can never fit on the GPU (vLLM ignores
+        such a group with a warning)."""
+        assert groups.is_forked(seq), "a single sequence fits: max_model_len fits the cache"
+        self.kv.free_swapped(seq)
+        seq.status = Status.ABORTED
+        seq.reason = "kv_never_fits"
+        seq.finish_s = now
+        self.recorder.request_done(seq)
+
+    def complete(self, plan: StepPlan, now: float) -> None:
+        """Apply the step, then fork the groups that reached their fork point and re-draw the
+        beams of the beam groups that decoded."""
+        super().complete(plan, now)
+        if self.groups:
+            self._after_group_step()
+
+    def _after_group_step(self) -> None:
+        for seq in self._decoded_groups:
+            group = seq.group
+            assert group is not None
+            if group.beam and seq.status is Status.RUNNING:
+                picks = self.rng.integers(len(group.tables), size=len(group.tables))
+                groups.reshuffle_beams(self.kv, seq, picks.tolist())
+        for seq in self.groups:
+            group = seq.group
+            assert group is not None
+            forks_now = not group.tables and seq.num_output > group.fork_after
+            if forks_now and seq.status is Status.RUNNING:
+                groups.fork_group(self.kv, seq)
+        done = (Status.FINISHED, Status.REJECTED, Status.ABORTED)
+        self.groups = [seq for seq in self.groups if seq.status not in done]
+
+    def fork_state(self) -> tuple[int, int]:
+        """(distinct blocks of the GPU-resident forked groups, blocks they would hold unshared)."""
+        if not self.groups:
+            return 0, 0
+        return groups.block_usage([s for s in self.groups if s.status is Status.RUNNING])
 
     def check(self) -> None:
         self.kv.check(self.running, self.swapped)
+
+
+def _width(seq: Seq) -> int:
+    """Sequences ``seq`` may run (vLLM's ``get_max_num_running_seqs``): ``n`` for a group."""
+    return 1 if seq.group is None else seq.group.n

@@ -2,8 +2,12 @@
 
 Three tables come out of a run:
 
-* ``requests`` — one row per request that left the system (finished, rejected or aborted).
-* ``steps`` — one row per engine step (one batched forward pass).
+* ``requests`` — one row per request that left the system (finished, rejected or aborted);
+  ``num_seqs`` is its sequence count (``n`` of a multi-sequence request, else 1) and
+  ``generated_tokens`` counts the tokens of all its sequences.
+* ``steps`` — one row per engine step (one batched forward pass); ``batch_size`` counts
+  sequences, ``fork_blocks`` / ``fork_blocks_independent`` are the distinct blocks of forked
+  multi-sequence requests and the blocks their sequences would hold unshared.
 * ``itl`` — inter-token latencies as weighted samples ``(itl_s, count)``: every decoding
   request in a step whose previous token came at the end of the previous step shares one gap,
   so a step adds one row for all of them plus one row per request that had stalled. No
@@ -44,6 +48,8 @@ STEP_COLUMNS: tuple[str, ...] = (
     "cached_blocks",
     "shared_slots",
     "evictions",
+    "fork_blocks",
+    "fork_blocks_independent",
 )
 
 
@@ -64,7 +70,8 @@ class Recorder:
             name: []
             for name in (
                 "req_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
-                "prompt_tokens", "output_tokens", "generated_tokens", "truncated", "priority",
+                "prompt_tokens", "output_tokens", "generated_tokens", "num_seqs", "truncated",
+                "priority",
                 "preemptions", "swaps", "swapped_bytes", "recomputed_tokens", "prefix_hit_tokens",
                 "cache_hit_tokens", "status", "reason",
             )
@@ -83,7 +90,13 @@ class Recorder:
         r["finish_s"].append(seq.finish_s)
         r["prompt_tokens"].append(seq.prompt_tokens)
         r["output_tokens"].append(seq.output_tokens)
-        r["generated_tokens"].append(seq.num_output)
+        group = seq.group
+        if group is None:
+            r["generated_tokens"].append(seq.num_output)
+            r["num_seqs"].append(1)
+        else:
+            r["generated_tokens"].append(group.generated_tokens(seq.num_output))
+            r["num_seqs"].append(group.n)
         r["truncated"].append(seq.truncated)
         r["priority"].append(seq.priority)
         r["preemptions"].append(seq.preemptions)

@@ -2,9 +2,13 @@
 
 Latency percentiles use numpy's default (linear) interpolation, as vLLM's benchmark does.
 ``duration_s`` runs from the first arrival to the last completion. TPOT of a request is
-``(e2el - ttft) / (output_tokens - 1)`` for requests with more than one output token. ITL
+``(e2el - ttft) / (output_tokens - 1)`` for requests with more than one output token (per
+sequence for multi-sequence requests). ITL
 percentiles are over every inter-token gap (weighted samples, see :mod:`simkv.metrics.recorder`).
-Memory figures are time-weighted by step duration.
+Memory figures are time-weighted by step duration. ``mean_fork_saving`` is
+``1 - Σ fork_blocks / Σ fork_blocks_independent`` over steps (duration-weighted): the share of
+blocks that forked multi-sequence requests did not need thanks to sharing (None without forks).
+``generated_tokens`` of a multi-sequence request counts every sequence's tokens.
 """
 
 from __future__ import annotations
@@ -93,8 +97,9 @@ def summarize(frames: RunFrames, slo: SLOConfig, total_blocks: int) -> dict[str,
     out["duration_s"] = duration
     rate = 1.0 / duration if duration > 0 else 0.0
     ttft_ms = (done["first_token_s"] - done["arrival_s"]) * 1e3
-    multi = done["generated_tokens"] > 1
-    tpot_ms = ((done["finish_s"] - done["first_token_s"]) * 1e3 / (done["generated_tokens"] - 1))
+    per_seq = done["generated_tokens"] / done["num_seqs"]  # a sequence's own output tokens
+    multi = per_seq > 1
+    tpot_ms = (done["finish_s"] - done["first_token_s"]) * 1e3 / (per_seq - 1)
     tpot_ms = tpot_ms.where(multi)
     out["request_throughput"] = len(done) * rate
     out["output_throughput"] = float(done["generated_tokens"].sum()) * rate
@@ -115,7 +120,19 @@ def summarize(frames: RunFrames, slo: SLOConfig, total_blocks: int) -> dict[str,
     out["swap_gib"] = float(req["swapped_bytes"].sum()) / GIB
     _memory_stats(steps, total_blocks, out)
     _prefix_stats(req, steps, out)
+    out["mean_fork_saving"] = _fork_saving(steps)
     return out
+
+
+def _fork_saving(steps: pd.DataFrame) -> float | None:
+    """Duration-weighted share of blocks saved by fork sharing; None when nothing forked."""
+    if "fork_blocks_independent" not in steps or len(steps) == 0:
+        return None
+    w = steps["duration_s"].to_numpy()
+    independent = float(np.dot(steps["fork_blocks_independent"].to_numpy(), w))
+    if independent <= 0:
+        return None
+    return 1.0 - float(np.dot(steps["fork_blocks"].to_numpy(), w)) / independent
 
 
 def _prefix_stats(req: pd.DataFrame, steps: pd.DataFrame, out: dict[str, float | None]) -> None:

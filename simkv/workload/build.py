@@ -13,6 +13,7 @@ import numpy as np
 
 from simkv.config.workload import (
     ArrivalConfig,
+    BeamSampling,
     ConstantArrival,
     EmpiricalLength,
     ExponentialThink,
@@ -24,6 +25,7 @@ from simkv.config.workload import (
     MultiTurnWorkload,
     NormalLength,
     PriorityConfig,
+    SamplingConfig,
     SharedPrefixWorkload,
     SyntheticWorkload,
     ThinkTimeConfig,
@@ -193,17 +195,27 @@ def _trace(cfg: TraceWorkload, rng: np.random.Generator, base_dir: Path) -> Work
     )
 
 
+def apply_sampling(workload: Workload, cfg: SamplingConfig | None) -> Workload:
+    """``workload`` with the sampling columns of ``cfg`` (unchanged when ``cfg`` is None)."""
+    if cfg is None:
+        return workload
+    if isinstance(cfg, BeamSampling):
+        return workload.with_sampling(cfg.width, 0, True)
+    return workload.with_sampling(cfg.n, cfg.fork_after_tokens, False)
+
+
 def build_workload(cfg: WorkloadConfig, rng: np.random.Generator, base_dir: Path) -> Workload:
     """The workload described by ``cfg``; relative paths are resolved against ``base_dir``.
 
     Raises :class:`simkv.errors.InputError` for unreadable or bad trace/empirical files and for
-    a generated workload's duration in which no request (session) arrives.
+    a generated workload's duration in which no request (session) arrives. ``sampling``
+    (synthetic and trace kinds) only sets the workload's sampling columns: no random draw.
     """
     match cfg:
         case TraceWorkload():
-            return _trace(cfg, rng, base_dir)
+            return apply_sampling(_trace(cfg, rng, base_dir), cfg.sampling)
         case SharedPrefixWorkload():
             return _shared_prefix(cfg, rng, base_dir)
         case MultiTurnWorkload():
             return _multi_turn(cfg, rng, base_dir)
-    return _synthetic(cfg, rng, base_dir)
+    return apply_sampling(_synthetic(cfg, rng, base_dir), cfg.sampling)

@@ -2,7 +2,9 @@
 
 A workload stores four numpy columns (about 32 MB per million requests) plus optional ones:
 prompt content identity (:class:`~simkv.workload.content.PromptContent`) for prefix caching,
-and ``session_id``/``turn``/``think_s`` for closed-loop multi-turn sessions. :class:`Request`
+``session_id``/``turn``/``think_s`` for closed-loop multi-turn sessions, and
+``n_seqs``/``fork_after``/``beam`` for multi-sequence requests (parallel sampling, tree of
+thought, beam search). :class:`Request`
 values are made on demand when iterating.
 """
 
@@ -60,6 +62,11 @@ class Workload:
       of its session finishes (the engine's job), and its ``arrival_s`` equals its session's
       turn-0 arrival (checked), which keeps ``arrival_s`` sorted and every session inside any
       time window whole. ``think_s`` of a turn 0 is unused.
+    * ``n_seqs`` (int64 ≥ 1), ``fork_after`` (int64 ≥ 0) and ``beam`` (bool), all three or
+      none (none = one sequence per request): request ``i`` generates ``fork_after[i]`` output
+      tokens as one sequence, then forks into ``n_seqs[i]`` sequences that each generate the
+      rest of its output; ``beam[i]`` makes them beams (re-drawn parents after every decode
+      step; ``fork_after`` is then 0, checked). ``n_seqs == 1`` is a plain request.
     """
 
     arrival_s: np.ndarray
@@ -71,12 +78,15 @@ class Workload:
     session_id: np.ndarray | None = None
     turn: np.ndarray | None = None
     think_s: np.ndarray | None = None
+    n_seqs: np.ndarray | None = None
+    fork_after: np.ndarray | None = None
+    beam: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s) if np.ndim(self.arrival_s) == 1 else -1
-        for name, dtype in {**_COLUMNS, **_SESSION_COLUMNS}.items():
+        for name, dtype in {**_COLUMNS, **_SESSION_COLUMNS, **_SAMPLING_COLUMNS}.items():
             values = getattr(self, name)
-            if values is None and name in _SESSION_COLUMNS:
+            if values is None and name not in _COLUMNS:
                 continue
             if not isinstance(values, np.ndarray) or values.ndim != 1:
                 raise ValueError(f"{name} must be a 1-D numpy array")
@@ -88,6 +98,7 @@ class Workload:
         _check_values(self)
         _check_content(self)
         _check_sessions(self)
+        _check_sampling(self)
 
     @classmethod
     def from_arrays(
@@ -123,6 +134,18 @@ class Workload:
     def __len__(self) -> int:
         return len(self.arrival_s)
 
+    def with_sampling(
+        self, n_seqs: int | np.ndarray, fork_after: int | np.ndarray, beam: bool | np.ndarray
+    ) -> Workload:
+        """This workload with the sampling columns set (scalars apply to every request)."""
+        n = len(self)
+        return dataclasses.replace(
+            self,
+            n_seqs=np.broadcast_to(np.asarray(n_seqs, np.int64), n).copy(),
+            fork_after=np.broadcast_to(np.asarray(fork_after, np.int64), n).copy(),
+            beam=np.broadcast_to(np.asarray(beam, np.bool_), n).copy(),
+        )
+
     def request(self, i: int) -> Request:
         """Request ``i`` (0-based, in arrival order); IndexError when out of range."""
         if not 0 <= i < len(self):
@@ -145,13 +168,16 @@ class Workload:
     def to_frame(self) -> pd.DataFrame:
         """One row per request: ``req_id, arrival_s, prompt_tokens, output_tokens, priority``.
 
-        Then, when present: ``session_id, turn, think_s``; and for content ``segments`` (a list
-        of ``(segment_id, length_tokens)`` per row) and ``output_id``.
+        Then, when present: ``session_id, turn, think_s``; ``n_seqs, fork_after, beam``; and
+        for content ``segments`` (a list of ``(segment_id, length_tokens)`` per row) and
+        ``output_id``.
         """
         data = {"req_id": np.arange(len(self), dtype=np.int64)}
         data.update({name: np.array(getattr(self, name)) for name in _COLUMNS})
         if self.session_id is not None:
             data.update({name: np.array(getattr(self, name)) for name in _SESSION_COLUMNS})
+        if self.n_seqs is not None:
+            data.update({name: np.array(getattr(self, name)) for name in _SAMPLING_COLUMNS})
         frame = pd.DataFrame(data)
         if self.content is not None:
             frame["segments"] = [self.content.segments(i) for i in range(len(self))]
@@ -206,7 +232,7 @@ class Workload:
         hi = max(lo, hi)
         sessions = {
             name: None if getattr(self, name) is None else getattr(self, name)[lo:hi]
-            for name in _SESSION_COLUMNS
+            for name in (*_SESSION_COLUMNS, *_SAMPLING_COLUMNS)
         }
         return Workload(
             self.arrival_s[lo:hi] - shift_s,
@@ -229,6 +255,11 @@ _SESSION_COLUMNS: dict[str, np.dtype] = {
     "session_id": np.dtype(np.int64),
     "turn": np.dtype(np.int64),
     "think_s": np.dtype(np.float64),
+}
+_SAMPLING_COLUMNS: dict[str, np.dtype] = {
+    "n_seqs": np.dtype(np.int64),
+    "fork_after": np.dtype(np.int64),
+    "beam": np.dtype(np.bool_),
 }
 
 
@@ -317,3 +348,22 @@ def _check_sessions(w: Workload) -> None:
             f"arrival_s[{i}] = {w.arrival_s[i]} must equal its session's turn-0 "
             f"arrival_s[{first[i]}] = {w.arrival_s[first[i]]}"
         )
+
+
+def _check_sampling(w: Workload) -> None:
+    """Raise ValueError unless the sampling columns are all present or all absent, and valid."""
+    present = [getattr(w, name) is not None for name in _SAMPLING_COLUMNS]
+    if not any(present):
+        return
+    if not all(present):
+        raise ValueError("n_seqs, fork_after and beam go together: give all three or none")
+    assert w.n_seqs is not None and w.fork_after is not None and w.beam is not None
+    checks = (
+        ("n_seqs", w.n_seqs < 1, "≥ 1"),
+        ("fork_after", w.fork_after < 0, "≥ 0"),
+        ("fork_after", w.beam & (w.fork_after != 0), "0 for beam search"),
+    )
+    for name, bad, rule in checks:
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"{name}[{i}] = {getattr(w, name)[i]} must be {rule}")

@@ -191,6 +191,6 @@ def test_slug() -> None:
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_shipped_sweeps_load(path: Path) -> None:
     plan = load_sweep(path)
-    expected = {"block_size_x_preemption": 8, "schedulers": 18, "gpu_memory": 10}
+    expected = {"block_size_x_preemption": 8, "schedulers": 18, "gpu_memory": 10, "prefix_cache": 9}
     assert len(plan.runs) == expected[path.stem]
     assert len({run.run_id for run in plan.runs}) == len(plan.runs)
