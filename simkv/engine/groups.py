@@ -37,7 +37,7 @@ class ForkGroup:
     all of the request's ``num_computed`` length whenever a step is not in flight.
     """
 
-    __slots__ = ("beam", "fork_after", "n", "tables")
+    __slots__ = ("beam", "fork_after", "n", "tables", "usage")
 
     def __init__(self, n: int, fork_after: int, beam: bool) -> None:
         if n < 2 or fork_after < 0 or (beam and fork_after):
@@ -46,6 +46,7 @@ class ForkGroup:
         self.fork_after = fork_after
         self.beam = beam
         self.tables: list[SequenceTable] = []
+        self.usage = (0, 0)  # (distinct blocks, blocks if unshared) as of the last change
 
     @property
     def forked(self) -> bool:
@@ -96,13 +97,20 @@ def group_sums(
 
 
 def _account(kv: PagedKV, seq: Seq, sign: int) -> None:
-    """Add (``sign`` 1) or remove (-1) ``seq``'s share of ``kv``'s running sums."""
+    """Add (``sign`` 1) or remove (-1) ``seq``'s share of ``kv``'s running sums.
+
+    Called around every change of a group's blocks, so it also refreshes ``group.usage``.
+    """
+    tables = tables_of(seq)
     written, internal, dup = group_sums(
-        tables_of(seq), seq.num_computed, seq.final_kv_tokens, kv.block_size
+        tables, seq.num_computed, seq.final_kv_tokens, kv.block_size
     )
     kv.written_tokens += sign * written
     kv.internal_slots += sign * internal
     kv.fork_dup_tokens += sign * dup
+    if seq.group is not None and sign > 0:
+        distinct = len({block for table in tables for block in table.block_ids})
+        seq.group.usage = (distinct, sum(len(table.block_ids) for table in tables))
 
 
 def fork_group(kv: PagedKV, seq: Seq) -> None:
@@ -136,6 +144,14 @@ def decode_slots(kv: PagedKV, seq: Seq) -> int | None:
     """
     assert seq.group is not None
     tables = seq.group.tables
+    if tables[0].length % kv.block_size:
+        refs = kv.gpu.refcounts
+        if all(refs[table.block_ids[-1]] == 1 for table in tables):
+            # the hot path: every sequence writes into its own partial trailing block, so no
+            # block, copy or shared-token count changes (the running sums stay exact)
+            for table in tables:
+                table.length += 1
+            return 0
     if decode_blocks_needed(tables, kv.block_size) > kv.gpu.free_blocks:
         return None
     _account(kv, seq, -1)
@@ -206,12 +222,12 @@ def add_group_decodes(plan: StepPlan, seq: Seq, num_seqs: int) -> None:
 
 
 def block_usage(seqs: list[Seq]) -> tuple[int, int]:
-    """``(distinct blocks, blocks if unshared)`` over the forked groups among ``seqs``."""
-    distinct: set[int] = set()
-    independent = 0
+    """``(distinct blocks, blocks if unshared)`` over the forked groups among ``seqs`` (groups
+    never share blocks with each other, so per-group counts add up)."""
+    distinct = independent = 0
     for seq in seqs:
         if seq.group is not None and seq.group.tables:
-            for table in seq.group.tables:
-                distinct.update(table.block_ids)
-                independent += len(table.block_ids)
-    return len(distinct), independent
+            blocks, unshared = seq.group.usage
+            distinct += blocks
+            independent += unshared
+    return distinct, independent
