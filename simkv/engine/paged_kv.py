@@ -65,6 +65,7 @@ class PagedKV:
             self.cache = RadixPrefixCache(num_blocks)
         self.gpu = BlockAllocator(num_blocks, block_size, reuse=reuse, free_queue=self.cache)
         self._refs = self.gpu.refcounts
+        self.refcounts = self._refs  # read-only view for the schedulers' hot paths
         self.shared_tokens = 0
         self.block_size = block_size
         self.block_bytes = block_bytes

@@ -56,12 +56,25 @@ class VllmV1Scheduler(SchedulerBase):
 
     def _schedule_running(self, plan: StepPlan, budget: int) -> int:
         running = self.running
-        fits_in_place = self.kv.decode_fits_in_place
+        bs, refs = self.kv.block_size, self.kv.refcounts
+        seqs, num_new_list = plan.seqs, plan.num_new
+        decodes = context = 0  # hot-path decodes, summed into the plan once at the end
         i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
-            if seq.num_output and seq.num_tokens - seq.num_computed == 1 and fits_in_place(seq):
-                plan.add_decode(seq)  # hot path: a decode into its own trailing block
+            table = seq.table
+            cached = table.length  # == seq.num_computed between steps
+            # hot path: a decode into the request's own partial trailing block (plan.add_decode,
+            # inlined: one pass per running request per step)
+            if (
+                seq.num_output and seq.num_tokens - cached == 1
+                and cached % bs and refs[table.block_ids[-1]] == 1
+            ):  # fmt: skip
+                table.length = cached + 1
+                seqs.append(seq)
+                num_new_list.append(1)
+                decodes += 1
+                context += cached + 1
                 budget -= 1
                 i += 1
                 continue
@@ -76,10 +89,16 @@ class VllmV1Scheduler(SchedulerBase):
                 del running[j]
                 self._preempt(victim, plan)
                 if victim is seq:
-                    return budget
-            plan.add(seq, num_new)
-            budget -= num_new
-            i += 1
+                    break
+            else:
+                plan.add(seq, num_new)
+                budget -= num_new
+                i += 1
+                continue
+            break  # the request preempted itself: the running pass stops
+        plan.decode_tokens += decodes
+        plan.attention_pairs += context
+        plan.kv_read_tokens += context
         return budget
 
     def _preempt(self, seq: Seq, plan: StepPlan) -> None:
