@@ -124,6 +124,7 @@ def build_engine(
     progress: ProgressFn | None = None,
     check_invariants: bool = False,
     workload: Workload | None = None,
+    fast_forward: bool = True,
 ) -> tuple[Engine, KVSizing]:
     """Assemble one run's engine (workload, KV memory, scheduler, cost model, recorder).
 
@@ -143,7 +144,7 @@ def build_engine(
     limits = EngineLimits(cfg.model.max_model_len, sizing.block_size, content_keys=caching)
     engine = Engine(
         workload, scheduler, cost, recorder, limits,
-        check_invariants=check_invariants, progress=progress,
+        check_invariants=check_invariants, progress=progress, fast_forward=fast_forward,
     )  # fmt: skip
     return engine, sizing
 
@@ -154,12 +155,17 @@ def simulate(
     *,
     progress: ProgressFn | None = None,
     check_invariants: bool = False,
+    fast_forward: bool = True,
 ) -> RunOutput:
-    """Run one simulation; deterministic for a given config (its ``seed`` included)."""
+    """Run one simulation; deterministic for a given config (its ``seed`` included).
+
+    ``fast_forward`` skips per-request work in decode-only stretches with identical results.
+    """
     started = time.perf_counter()
     engine, sizing = build_engine(
-        cfg, base_dir, progress=progress, check_invariants=check_invariants
-    )
+        cfg, base_dir, progress=progress, check_invariants=check_invariants,
+        fast_forward=fast_forward,
+    )  # fmt: skip
     engine.run()
     frames = engine.recorder.frames()
     capacity = sizing.num_blocks

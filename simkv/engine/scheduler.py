@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from simkv.engine.fastforward import DecodeWindow
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import WaitingQueue
 from simkv.engine.sequence import Seq, Status
@@ -37,6 +38,10 @@ class Scheduler(Protocol):
     def breakdown(self) -> WasteBreakdown: ...
     def cache_state(self) -> tuple[int, int, int]: ...
     def fork_state(self) -> tuple[int, int]: ...
+    def decode_window(self) -> DecodeWindow | None: ...
+    def close_window(self, window: DecodeWindow, steps: int, now: float) -> None: ...
+    @property
+    def prev_end_s(self) -> float: ...
     def check(self) -> None: ...
 
     @property
@@ -142,6 +147,16 @@ class SchedulerBase:
     def cache_state(self) -> tuple[int, int, int]:
         """(cached blocks, slots saved by sharing, evictions so far)."""
         return self.kv.cache_state()
+
+    def decode_window(self) -> DecodeWindow | None:
+        """A fast-forward window over the next decode-only steps (:mod:`~simkv.engine.
+        fastforward`); None: step one by one. Only schedulers that can predict say otherwise."""
+        return None
+
+    @property
+    def prev_end_s(self) -> float:
+        """When the last step ended (-1 before the first)."""
+        return self._prev_end_s
 
     def fork_state(self) -> tuple[int, int]:
         """(blocks held by forked multi-sequence requests, blocks they would hold unshared)."""

@@ -16,6 +16,7 @@ There is no watermark and no swapping in V1: KV that cannot be kept is recompute
 from __future__ import annotations
 
 from simkv.config.policy import PreemptionConfig, VllmV1Config
+from simkv.engine.fastforward import MIN_STEPS, DecodeWindow
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import make_queue, pick_victim
@@ -136,6 +137,32 @@ class VllmV1Scheduler(SchedulerBase):
         super().complete(plan, now)
         if self.filled:
             self.kv.cache_computed(self.filled)
+
+    def decode_window(self, max_steps: int = 4096) -> DecodeWindow | None:
+        """A fast-forward window when the next steps are decode-only and event-free enough:
+        nothing waits, every running request decodes in step with the last step, none finishes
+        within it, and its block allocations fit in the free blocks (no preemption)."""
+        running = self.running
+        if len(self.waiting) or len(running) > self.cfg.max_num_batched_tokens or not running:
+            return None
+        prev_end, steps = self._prev_end_s, max_steps
+        for seq in running:
+            if seq.last_token_s != prev_end or seq.num_tokens - seq.num_computed != 1:
+                return None
+            steps = min(steps, seq.output_tokens - seq.num_output - 1)
+            if steps < MIN_STEPS:
+                return None
+        bs, free = self.kv.block_size, self.kv.gpu.free_blocks
+        while steps >= MIN_STEPS and DecodeWindow.blocks_needed(running, bs, steps) > free:
+            steps //= 2
+        if steps < MIN_STEPS:
+            return None
+        return DecodeWindow(running, self.kv, self.recorder, steps)
+
+    def close_window(self, window: DecodeWindow, steps: int, now: float) -> None:
+        """Finish a fast-forward window of ``steps`` steps that ended at ``now``."""
+        window.close(steps, now)
+        self._prev_end_s = now
 
     def check(self) -> None:
         self.kv.check(self.running)
