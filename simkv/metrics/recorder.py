@@ -16,6 +16,7 @@ Three tables come out of a run:
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,51 +63,55 @@ class RunFrames:
     itl: pd.DataFrame
 
 
+_FLOAT_REQ = ("arrival_s", "first_scheduled_s", "first_token_s", "finish_s")
+_INT_REQ = (
+    "req_id", "prompt_tokens", "output_tokens", "generated_tokens", "num_seqs", "truncated",
+    "priority", "preemptions", "swaps", "swapped_bytes", "recomputed_tokens",
+    "prefix_hit_tokens", "cache_hit_tokens",
+)  # fmt: skip
+_NAN = float("nan")
+
+
+def _as_numpy(column: array, dtype: type) -> np.ndarray:
+    """A copy as numpy (the array stays appendable: no buffer export outlives this call)."""
+    return np.frombuffer(column, dtype=dtype).copy() if len(column) else np.zeros(0, dtype=dtype)
+
+
 class Recorder:
-    """Collects per-request, per-step and inter-token-latency columns for one run."""
+    """Collects per-request, per-step and inter-token-latency columns for one run.
+
+    Every numeric column is a typed ``array`` (8 bytes a value, no Python object per value), so a
+    million-request run records in a few hundred MB; ``None`` times are stored as NaN.
+    """
 
     def __init__(self) -> None:
-        self._req: dict[str, list[object]] = {
-            name: []
-            for name in (
-                "req_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
-                "prompt_tokens", "output_tokens", "generated_tokens", "num_seqs", "truncated",
-                "priority",
-                "preemptions", "swaps", "swapped_bytes", "recomputed_tokens", "prefix_hit_tokens",
-                "cache_hit_tokens", "status", "reason",
-            )
-        }  # fmt: skip
-        self._steps: list[tuple[float | int, ...]] = []
-        self._itl_s: list[float] = []
-        self._itl_count: list[int] = []
+        self._float = {name: array("d") for name in _FLOAT_REQ}
+        self._int = {name: array("q") for name in _INT_REQ}
+        self._status: list[str] = []
+        self._reason: list[str] = []
+        self._steps = [array("d"), array("d")] + [array("q") for _ in STEP_COLUMNS[2:]]
+        self._itl_s = array("d")
+        self._itl_count = array("q")
 
     def request_done(self, seq: Seq) -> None:
         """Record a request that finished, was rejected or was aborted."""
-        r = self._req
-        r["req_id"].append(seq.req_id)
-        r["arrival_s"].append(seq.arrival_s)
-        r["first_scheduled_s"].append(seq.first_scheduled_s)
-        r["first_token_s"].append(seq.first_token_s)
-        r["finish_s"].append(seq.finish_s)
-        r["prompt_tokens"].append(seq.prompt_tokens)
-        r["output_tokens"].append(seq.output_tokens)
+        f, i = self._float, self._int
+        f["arrival_s"].append(seq.arrival_s)
+        for name in ("first_scheduled_s", "first_token_s", "finish_s"):
+            value = getattr(seq, name)
+            f[name].append(_NAN if value is None else value)
         group = seq.group
-        if group is None:
-            r["generated_tokens"].append(seq.num_output)
-            r["num_seqs"].append(1)
-        else:
-            r["generated_tokens"].append(group.generated_tokens(seq.num_output))
-            r["num_seqs"].append(group.n)
-        r["truncated"].append(seq.truncated)
-        r["priority"].append(seq.priority)
-        r["preemptions"].append(seq.preemptions)
-        r["swaps"].append(seq.swaps)
-        r["swapped_bytes"].append(seq.swapped_bytes)
-        r["recomputed_tokens"].append(seq.recomputed_tokens)
-        r["prefix_hit_tokens"].append(seq.prefix_hit_tokens or 0)
-        r["cache_hit_tokens"].append(seq.cache_hit_tokens)
-        r["status"].append(str(seq.status))
-        r["reason"].append(seq.reason)
+        values = (
+            seq.req_id, seq.prompt_tokens, seq.output_tokens,
+            seq.num_output if group is None else group.generated_tokens(seq.num_output),
+            1 if group is None else group.n, int(seq.truncated), seq.priority, seq.preemptions,
+            seq.swaps, seq.swapped_bytes, seq.recomputed_tokens, seq.prefix_hit_tokens or 0,
+            seq.cache_hit_tokens,
+        )  # fmt: skip
+        for name, value in zip(_INT_REQ, values, strict=True):
+            i[name].append(value)
+        self._status.append(str(seq.status))
+        self._reason.append(seq.reason)
 
     def itl(self, gap_s: float, count: int = 1) -> None:
         """``count`` tokens each came ``gap_s`` after their request's previous token."""
@@ -115,34 +120,45 @@ class Recorder:
 
     def step(self, row: tuple[float | int, ...]) -> None:
         """One step's values, in :data:`STEP_COLUMNS` order."""
-        self._steps.append(row)
+        for column, value in zip(self._steps, row, strict=True):
+            column.append(value)
 
     @property
-    def done_ids(self) -> list[int]:
+    def done_ids(self) -> array:
         """Ids of the requests recorded so far, in the order they left (read-only use)."""
-        return self._req["req_id"]  # type: ignore[return-value]
+        return self._int["req_id"]
 
     @property
     def num_done(self) -> int:
         """Requests recorded so far (finished, rejected or aborted)."""
-        return len(self._req["req_id"])
+        return len(self._status)
 
     @property
     def num_steps(self) -> int:
-        return len(self._steps)
+        return len(self._steps[0])
 
     def frames(self) -> RunFrames:
         """Build the DataFrames (once, at the end of the run)."""
-        requests = pd.DataFrame(self._req)
-        for col in ("first_scheduled_s", "first_token_s", "finish_s"):
-            requests[col] = requests[col].astype("float64")
+        data: dict[str, object] = {"req_id": _as_numpy(self._int["req_id"], np.int64)}
+        for name in _FLOAT_REQ:
+            data[name] = _as_numpy(self._float[name], np.float64)
+        for name in _INT_REQ[1:]:
+            data[name] = _as_numpy(self._int[name], np.int64)
+        data["truncated"] = _as_numpy(self._int["truncated"], np.int64).astype(bool)
+        data["status"] = self._status
+        data["reason"] = self._reason
+        order = ["req_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
+                 "prompt_tokens", "output_tokens", "generated_tokens", "num_seqs", "truncated",
+                 "priority", "preemptions", "swaps", "swapped_bytes", "recomputed_tokens",
+                 "prefix_hit_tokens", "cache_hit_tokens", "status", "reason"]  # fmt: skip
+        requests = pd.DataFrame({name: data[name] for name in order})
         requests = requests.sort_values("req_id", kind="stable").reset_index(drop=True)
-        if self._steps:
-            steps = pd.DataFrame(np.array(self._steps, dtype=np.float64), columns=STEP_COLUMNS)
-        else:
-            steps = pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
-        for col in STEP_COLUMNS[2:]:
-            steps[col] = steps[col].astype("int64")
+        steps = pd.DataFrame(
+            {
+                name: _as_numpy(column, np.float64 if k < 2 else np.int64)
+                for k, (name, column) in enumerate(zip(STEP_COLUMNS, self._steps, strict=True))
+            }
+        )
         itl = pd.DataFrame(
             {
                 "itl_s": np.asarray(self._itl_s, dtype=np.float64),
