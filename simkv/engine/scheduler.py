@@ -88,6 +88,7 @@ class SchedulerBase:
         self.kv.commit(plan)
         prev_end = self._prev_end_s
         contiguous = 0
+        stalled: dict[float, int] = {}  # previous-token time → requests decoding after a stall
         any_finished = False
         fill, filled = self.fill_block_size, self.filled
         filled.clear()
@@ -104,14 +105,16 @@ class SchedulerBase:
                 seq.first_token_s = now
             elif last == prev_end:
                 contiguous += 1
-            else:
-                self.recorder.itl(now - last)
+            else:  # stalled (e.g. behind a prefill-only step): requests stalled alike share a row
+                stalled[last] = stalled.get(last, 0) + 1
             seq.last_token_s = now
             if seq.num_output == seq.output_tokens:
                 self._on_output_complete(seq, now)
                 any_finished = True
         if contiguous:
             self.recorder.itl(now - prev_end, contiguous)
+        for last, count in stalled.items():
+            self.recorder.itl(now - last, count)
         self._prev_end_s = now
         if any_finished:
             self.running = [s for s in self.running if s.status is Status.RUNNING]
