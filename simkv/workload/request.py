@@ -316,13 +316,20 @@ def _check_content(w: Workload) -> None:
         )
 
 
+def _all_or_none(w: Workload, names: tuple[str, ...]) -> bool:
+    """Whether the optional columns ``names`` are present; ValueError if only some are."""
+    present = [getattr(w, name) is not None for name in names]
+    if any(present) and not all(present):
+        listed = f"{', '.join(names[:-1])} and {names[-1]}"
+        count = {2: "two", 3: "three", 4: "four"}.get(len(names), str(len(names)))
+        raise ValueError(f"{listed} go together: give all {count} or none")
+    return all(present)
+
+
 def _check_sessions(w: Workload) -> None:
     """Raise ValueError unless session columns are all present or all absent, and consistent."""
-    present = [getattr(w, name) is not None for name in _SESSION_COLUMNS]
-    if not any(present):
+    if not _all_or_none(w, tuple(_SESSION_COLUMNS)):
         return
-    if not all(present):
-        raise ValueError("session_id, turn and think_s go together: give all three or none")
     assert w.session_id is not None and w.turn is not None
     order = np.argsort(w.session_id, kind="stable")
     ranks = np.arange(len(w))
@@ -352,11 +359,8 @@ def _check_sessions(w: Workload) -> None:
 
 def _check_sampling(w: Workload) -> None:
     """Raise ValueError unless the sampling columns are all present or all absent, and valid."""
-    present = [getattr(w, name) is not None for name in _SAMPLING_COLUMNS]
-    if not any(present):
+    if not _all_or_none(w, tuple(_SAMPLING_COLUMNS)):
         return
-    if not all(present):
-        raise ValueError("n_seqs, fork_after and beam go together: give all three or none")
     assert w.n_seqs is not None and w.fork_after is not None and w.beam is not None
     checks = (
         ("n_seqs", w.n_seqs < 1, "≥ 1"),
