@@ -202,6 +202,7 @@ class Engine:
         """Decode-only steps one SimPy timeout each, with no per-request work per step."""
         env, rec, total = self.env, self.recorder, len(self._arrival_s)
         prev_end, done = self.scheduler.prev_end_s, 0
+        assert prev_end is not None, "a window follows a step"
         for k in range(1, window.max_steps + 1):
             start = env.now
             window.before_step(k)

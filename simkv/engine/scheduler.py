@@ -41,7 +41,7 @@ class Scheduler(Protocol):
     def decode_window(self) -> DecodeWindow | None: ...
     def close_window(self, window: DecodeWindow, steps: int, now: float) -> None: ...
     @property
-    def prev_end_s(self) -> float: ...
+    def prev_end_s(self) -> float | None: ...
     def check(self) -> None: ...
 
     @property
@@ -63,7 +63,7 @@ class SchedulerBase:
         self.recorder = recorder
         self.waiting = waiting
         self.running: list[Seq] = []
-        self._prev_end_s = -1.0
+        self._prev_end_s: float | None = None  # when the last step ended
         self.fill_block_size = 0  # > 0: collect requests whose step filled a block (caching)
         self.filled: list[Seq] = []
 
@@ -111,7 +111,7 @@ class SchedulerBase:
             if seq.num_output == seq.output_tokens:
                 self._on_output_complete(seq, now)
                 any_finished = True
-        if contiguous:
+        if contiguous and prev_end is not None:
             self.recorder.itl(now - prev_end, contiguous)
         for last, count in stalled.items():
             self.recorder.itl(now - last, count)
@@ -157,8 +157,8 @@ class SchedulerBase:
         return None
 
     @property
-    def prev_end_s(self) -> float:
-        """When the last step ended (-1 before the first)."""
+    def prev_end_s(self) -> float | None:
+        """When the last step ended (None before the first)."""
         return self._prev_end_s
 
     def fork_state(self) -> tuple[int, int]:

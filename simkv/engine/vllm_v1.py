@@ -142,10 +142,12 @@ class VllmV1Scheduler(SchedulerBase):
         """A fast-forward window when the next steps are decode-only and event-free enough:
         nothing waits, every running request decodes in step with the last step, none finishes
         within it, and its block allocations fit in the free blocks (no preemption)."""
-        running = self.running
+        running, prev_end = self.running, self._prev_end_s
         if len(self.waiting) or len(running) > self.cfg.max_num_batched_tokens or not running:
             return None
-        prev_end, steps = self._prev_end_s, max_steps
+        if prev_end is None:
+            return None
+        steps = max_steps
         for seq in running:
             if seq.last_token_s != prev_end or seq.num_tokens - seq.num_computed != 1:
                 return None
