@@ -127,11 +127,7 @@ class PagedKV:
             table.free(self.gpu)
             return
         self._register(seq)
-        refs, free, bs = self._refs, self.gpu.free, self.block_size
-        for block in reversed(table.block_ids):
-            if refs[block] > 1:
-                self.shared_tokens -= bs
-            free(block)
+        self.shared_tokens -= self.gpu.release(table.block_ids) * self.block_size
         table.block_ids = []
         table.length = 0
         seq.cached_upto = 0

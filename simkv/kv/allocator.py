@@ -263,6 +263,27 @@ class BlockAllocator:
         for block_id in ids:
             self.free(block_id)
 
+    def release(self, block_ids: Sequence[BlockId]) -> int:
+        """Drop one reference from each of ``block_ids``, last block first (a sequence's
+        tail is freed before its head, so a cache evicts it first). Returns how many of them
+        were shared (refcount > 1 before). The ids are distinct (one table's blocks). All or
+        nothing: a free block raises ``DoubleFree`` before anything changes."""
+        refcount = self._refcount
+        for block_id in block_ids:
+            if block_id < 0 or refcount[block_id] <= 0:
+                raise DoubleFree(f"free of free block {block_id}")
+        push, shared = self._free.push, 0
+        for block_id in reversed(block_ids):
+            count = refcount[block_id]
+            if count > 1:
+                refcount[block_id] = count - 1
+                shared += 1
+            else:
+                refcount[block_id] = 0
+                self._used -= 1
+                push(block_id)
+        return shared
+
     def refcount(self, block_id: BlockId) -> int:
         """Current number of references to ``block_id`` (0 when free)."""
         self._validate(block_id)

@@ -33,13 +33,14 @@ class HashPrefixCache:
 
     def __init__(self, num_blocks: int, reuse: ReuseOrder | str = ReuseOrder.FIFO) -> None:
         self._queue = OrderedFreeQueue(range(num_blocks), reuse)
+        self._pop_head = self._queue.pop
         self.block_of: dict[int, BlockId] = {}
         self.key_of: dict[BlockId, int] = {}
         self.evictions = 0
 
     # -- free queue ---------------------------------------------------------------------------
     def pop(self) -> BlockId:
-        block = self._queue.pop()
+        block = self._pop_head()
         key = self.key_of.pop(block, None)
         if key is not None:
             del self.block_of[key]

@@ -99,7 +99,7 @@ class KeyStream:
             start = self._offset
             if length - start > bs:  # the common case: the block lies inside one segment
                 self._offset = start + bs
-                self._prev = hash((self._prev, (seg_id, start, start + bs)))
+                self._prev = hash((self._prev, seg_id, start, start + bs))
                 keys.append(self._prev)
                 continue
             room, pieces = bs, []
@@ -111,7 +111,7 @@ class KeyStream:
                 self._offset += take
                 if self._offset == length:
                     self._seg, self._offset = self._seg + 1, 0
-            self._prev = hash((self._prev, *pieces))
+            self._prev = hash((self._prev, *[part for piece in pieces for part in piece]))
             keys.append(self._prev)
         return keys
 

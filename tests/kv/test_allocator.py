@@ -281,3 +281,17 @@ def test_revive_takes_a_specific_free_block():
 def test_free_queue_must_hold_every_block():
     with pytest.raises(ValueError, match="every block"):
         BlockAllocator(3, free_queue=_ListQueue(2))
+
+
+def test_release_frees_tail_first_and_counts_shared():
+    a = BlockAllocator(4)
+    ids = a.alloc_many(3)  # 0, 1, 2
+    a.incref(ids[0])
+    assert a.release(ids) == 1  # block 0 was shared: it keeps one reference
+    assert a.refcount(0) == 1 and a.free_blocks == 3
+    assert [a.alloc() for _ in range(3)] == [3, 2, 1]  # tail block returned before its head
+    a.release([BlockId(3)])
+    with pytest.raises(DoubleFree):
+        a.release([BlockId(0), BlockId(3)])  # 3 is free: nothing changes
+    assert a.refcount(0) == 1 and a.free_blocks == 1
+    a.check()
