@@ -60,8 +60,8 @@ class VllmV1Scheduler(SchedulerBase):
         bs, refs = self.kv.block_size, self.kv.refcounts
         seqs, num_new_list = plan.seqs, plan.num_new
         decodes = context = 0  # hot-path decodes, summed into the plan once at the end
-        i = 0
-        while i < len(running) and budget > 0:
+        i, n = 0, len(running)
+        while i < n and budget > 0:
             seq = running[i]
             table = seq.table
             cached = table.length  # == seq.num_computed between steps
@@ -88,6 +88,7 @@ class VllmV1Scheduler(SchedulerBase):
                     plan.remove(victim)
                     i -= 1
                 del running[j]
+                n -= 1
                 self._preempt(victim, plan)
                 if victim is seq:
                     break
