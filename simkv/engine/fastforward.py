@@ -103,3 +103,25 @@ class DecodeWindow:
             seq.num_output += steps
             seq.num_tokens += steps
             seq.last_token_s = now
+
+
+def open_window(
+    running: list[Seq], kv: PagedKV, recorder: Recorder, prev_end: float | None,
+    max_steps: int = 4096,
+) -> DecodeWindow | None:  # fmt: skip
+    """A window over ``running`` if every request decodes in step with the last step (ended at
+    ``prev_end``), none finishes within ``MIN_STEPS`` steps and the blocks the window takes are
+    free (no preemption); the caller has checked that nothing else could be scheduled."""
+    if not running or prev_end is None:
+        return None
+    steps = max_steps
+    for seq in running:
+        if seq.last_token_s != prev_end or seq.num_tokens - seq.num_computed != 1:
+            return None
+        steps = min(steps, seq.output_tokens - seq.num_output - 1)
+        if steps < MIN_STEPS:
+            return None
+    bs, free = kv.block_size, kv.gpu.free_blocks
+    while steps >= MIN_STEPS and DecodeWindow.blocks_needed(running, bs, steps) > free:
+        steps //= 2
+    return DecodeWindow(running, kv, recorder, steps) if steps >= MIN_STEPS else None

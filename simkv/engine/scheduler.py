@@ -156,6 +156,11 @@ class SchedulerBase:
         fastforward`); None: step one by one. Only schedulers that can predict say otherwise."""
         return None
 
+    def close_window(self, window: DecodeWindow, steps: int, now: float) -> None:
+        """Finish a fast-forward window of ``steps`` steps that ended at ``now``."""
+        window.close(steps, now)
+        self._prev_end_s = now
+
     @property
     def prev_end_s(self) -> float | None:
         """When the last step ended (None before the first)."""

@@ -16,7 +16,7 @@ There is no watermark and no swapping in V1: KV that cannot be kept is recompute
 from __future__ import annotations
 
 from simkv.config.policy import PreemptionConfig, VllmV1Config
-from simkv.engine.fastforward import MIN_STEPS, DecodeWindow
+from simkv.engine.fastforward import DecodeWindow, open_window
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import make_queue, pick_victim
@@ -139,33 +139,11 @@ class VllmV1Scheduler(SchedulerBase):
         if self.filled:
             self.kv.cache_computed(self.filled)
 
-    def decode_window(self, max_steps: int = 4096) -> DecodeWindow | None:
-        """A fast-forward window when the next steps are decode-only and event-free enough:
-        nothing waits, every running request decodes in step with the last step, none finishes
-        within it, and its block allocations fit in the free blocks (no preemption)."""
-        running, prev_end = self.running, self._prev_end_s
-        if len(self.waiting) or len(running) > self.cfg.max_num_batched_tokens or not running:
+    def decode_window(self) -> DecodeWindow | None:
+        """A fast-forward window when nothing waits and the batch fits the token budget."""
+        if len(self.waiting) or len(self.running) > self.cfg.max_num_batched_tokens:
             return None
-        if prev_end is None:
-            return None
-        steps = max_steps
-        for seq in running:
-            if seq.last_token_s != prev_end or seq.num_tokens - seq.num_computed != 1:
-                return None
-            steps = min(steps, seq.output_tokens - seq.num_output - 1)
-            if steps < MIN_STEPS:
-                return None
-        bs, free = self.kv.block_size, self.kv.gpu.free_blocks
-        while steps >= MIN_STEPS and DecodeWindow.blocks_needed(running, bs, steps) > free:
-            steps //= 2
-        if steps < MIN_STEPS:
-            return None
-        return DecodeWindow(running, self.kv, self.recorder, steps)
-
-    def close_window(self, window: DecodeWindow, steps: int, now: float) -> None:
-        """Finish a fast-forward window of ``steps`` steps that ended at ``now``."""
-        window.close(steps, now)
-        self._prev_end_s = now
+        return open_window(self.running, self.kv, self.recorder, self._prev_end_s)
 
     def check(self) -> None:
         self.kv.check(self.running)

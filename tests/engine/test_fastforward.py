@@ -17,7 +17,7 @@ from simkv.runner import build_engine
 
 
 def _config(seed: int, rate: float, blocks: int, block_size: int, caching: str,
-            budget: int, n: int, out_mean: int) -> SimConfig:  # fmt: skip
+            budget: int, n: int, out_mean: int, kind: str = "vllm_v1") -> SimConfig:  # fmt: skip
     data = {
         "name": "ff", "seed": seed,
         "workload": {
@@ -31,8 +31,8 @@ def _config(seed: int, rate: float, blocks: int, block_size: int, caching: str,
         "model": {"preset": "llama-2-7b", "max_model_len": 1200},
         "gpu": "a100-40gb",
         "kv_cache": {"block_size": block_size, "num_blocks": blocks // block_size,
-                     "prefix_caching": caching},
-        "scheduler": {"kind": "vllm_v1", "max_num_batched_tokens": budget},
+                     "prefix_caching": caching if kind == "vllm_v1" else "none"},
+        "scheduler": {"kind": kind, "max_num_batched_tokens": budget},
     }  # fmt: skip
     return SimConfig.model_validate(yaml.safe_load(yaml.safe_dump(data)))
 
@@ -57,7 +57,7 @@ def _assert_same(cfg: SimConfig) -> int:
     return windows
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=16, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     seed=st.integers(0, 1000),
     rate=st.sampled_from([0.5, 3.0, 12.0]),
@@ -66,14 +66,16 @@ def _assert_same(cfg: SimConfig) -> int:
     caching=st.sampled_from(["none", "hash", "radix"]),
     budget=st.sampled_from([256, 2048, 8192]),
     out_mean=st.sampled_from([20, 120]),
+    kind=st.sampled_from(["vllm_v1", "vllm_v0"]),
 )
 def test_fast_forward_changes_nothing(
     seed: int, rate: float, blocks: int, block_size: int, caching: str, budget: int,
-    out_mean: int,
+    out_mean: int, kind: str,
 ) -> None:  # fmt: skip
-    _assert_same(_config(seed, rate, blocks, block_size, caching, budget, 60, out_mean))
+    _assert_same(_config(seed, rate, blocks, block_size, caching, budget, 60, out_mean, kind))
 
 
 def test_fast_forward_engages_and_matches_under_memory_pressure() -> None:
-    windows = _assert_same(_config(3, 4.0, 4800, 16, "hash", 2048, 150, 120))
-    assert windows > 500  # the test is only meaningful if windows really ran
+    for kind in ("vllm_v1", "vllm_v0"):
+        windows = _assert_same(_config(3, 4.0, 4800, 16, "hash", 2048, 150, 120, kind))
+        assert windows > 500, kind  # the test is only meaningful if windows really ran
