@@ -26,7 +26,7 @@ from simkv.engine.sequence import Seq, Status
 from simkv.engine.sessions import Sessions
 from simkv.errors import InputError
 from simkv.metrics.recorder import Recorder
-from simkv.workload.content import KeyStream, unique_segments
+from simkv.workload.content import KeyStream, UniqueKeys
 from simkv.workload.request import Workload
 
 ProgressFn = Callable[[int, int], None]
@@ -153,12 +153,11 @@ class Engine:
             return None
         return ForkGroup(n_seqs[i], fork_after[i], beam[i])
 
-    def _keys(self, i: int, prompt: int) -> KeyStream:
+    def _keys(self, i: int, prompt: int) -> KeyStream | UniqueKeys:
         content = self._content
         if content is None:
-            segments, output_id = unique_segments(i, prompt)
-        else:
-            segments, output_id = content.segments(i), int(content.output_ids[i])
+            return UniqueKeys(i)
+        segments, output_id = content.segments(i), int(content.output_ids[i])
         return KeyStream(segments, output_id, self.limits.block_size)
 
     def _steps(self) -> Generator[simpy.Event, None, None]:

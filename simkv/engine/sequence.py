@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from simkv.kv.block_table import SequenceTable
-from simkv.workload.content import KeyStream
+from simkv.workload.content import KeyStream, UniqueKeys
 
 if TYPE_CHECKING:
     from simkv.engine.groups import ForkGroup
@@ -102,7 +102,7 @@ class Seq:
         self.swaps = 0
         self.swapped_bytes = 0
         self.recomputed_tokens = 0
-        self.keys: KeyStream | None = None  # content keys, when prefix caching is on
+        self.keys: KeyStream | UniqueKeys | None = None  # content keys, when prefix caching is on
         self.cached_upto = 0  # leading blocks registered in the prefix cache
         self.prefix_hit_tokens: int | None = None  # cache hits at the first admission
         self.cache_hit_tokens = 0  # cache hits over every admission (incl. after preemption)

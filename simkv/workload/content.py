@@ -13,7 +13,8 @@ lengths for the segments that end before ``T``). This expresses:
 
 The mapping onto any block size is exact: :func:`block_keys` gives one chained key per full
 block, equal for two requests exactly when their first ``(j + 1) * block_size`` tokens match.
-Workload segment ids are non-negative; negative ids are reserved for simkv's own unique content.
+Workload segment ids are non-negative. A request without content gets :class:`UniqueKeys`
+(negative keys that only match themselves); content keys are non-negative.
 """
 
 from __future__ import annotations
@@ -72,9 +73,30 @@ class PromptContent:
         return cls(ids, seg_lens, offsets, np.asarray(output_ids, dtype=np.int64))
 
 
-def unique_segments(req_id: int, prompt_tokens: int) -> tuple[list[tuple[int, int]], int]:
-    """Content shared with no other request: simkv's reserved negative ids."""
-    return [(-(2 * req_id + 1), prompt_tokens)], -(2 * req_id + 2)
+_KEY_MASK = (1 << 63) - 1  # content keys are ≥ 0; UniqueKeys are < 0, so the two never meet
+
+
+class UniqueKeys:
+    """Block keys of a request whose content nobody shares (a workload without content).
+
+    Its keys only ever match themselves (a request re-admitted after a recompute preemption
+    hits its own cached blocks), so they need no hashing: request ``r``'s block ``j`` has key
+    ``-(r · 2^32 + j + 1)``, negative and distinct from every other request's and from every
+    :class:`KeyStream` key.
+    """
+
+    __slots__ = ("_base", "keys")
+
+    def __init__(self, req_id: int) -> None:
+        self._base = -(req_id << 32) - 1
+        self.keys: list[int] = []
+
+    def extend(self, num_blocks: int) -> list[int]:
+        """Make ``keys`` hold at least the first ``num_blocks`` keys; returns ``keys``."""
+        have = len(self.keys)
+        if have < num_blocks:
+            self.keys.extend(range(self._base - have, self._base - num_blocks, -1))
+        return self.keys
 
 
 class KeyStream:
@@ -99,7 +121,7 @@ class KeyStream:
             start = self._offset
             if length - start > bs:  # the common case: the block lies inside one segment
                 self._offset = start + bs
-                self._prev = hash((self._prev, seg_id, start, start + bs))
+                self._prev = hash((self._prev, seg_id, start, start + bs)) & _KEY_MASK
                 keys.append(self._prev)
                 continue
             room, pieces = bs, []
@@ -112,6 +134,7 @@ class KeyStream:
                 if self._offset == length:
                     self._seg, self._offset = self._seg + 1, 0
             self._prev = hash((self._prev, *[part for piece in pieces for part in piece]))
+            self._prev &= _KEY_MASK
             keys.append(self._prev)
         return keys
 

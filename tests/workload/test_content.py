@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from simkv.workload.content import PromptContent, block_keys, unique_segments
+from simkv.workload.content import PromptContent, UniqueKeys, block_keys
 
 
 def shared_blocks(
@@ -66,6 +66,10 @@ def test_same_id_different_length_diverges_after_the_shorter():
     assert shared_blocks([(5, 3)], 9, [(5, 8)], 10, 2) == 1
 
 
-def test_unique_segments_use_reserved_negative_ids():
-    assert unique_segments(0, 12) == ([(-1, 12)], -2)
-    assert unique_segments(3, 5) == ([(-7, 5)], -8)
+def test_unique_keys_are_negative_and_never_meet_content_keys():
+    keys = UniqueKeys(3)
+    assert keys.extend(2) == [-(3 << 32) - 1, -(3 << 32) - 2]
+    assert keys.extend(1) == keys.keys and len(keys.extend(5)) == 5
+    assert not set(keys.keys) & set(UniqueKeys(4).extend(5))
+    content = block_keys([(1, 64)], 2, 16, 4)
+    assert all(key >= 0 for key in content) and not set(content) & set(keys.keys)
