@@ -111,6 +111,12 @@ ArrivalConfig = Annotated[
 ]
 
 
+def _check_order(low: float, high: float, low_name: str, high_name: str) -> None:
+    """ValueError unless ``low <= high`` (a range's bounds)."""
+    if high < low:
+        raise ValueError(f"{high_name} ({high}) must be ≥ {low_name} ({low})")
+
+
 class _Clip(Frozen):
     """Optional clipping of sampled lengths to ``[min, max]`` tokens (results are always ≥ 1)."""
 
@@ -119,8 +125,8 @@ class _Clip(Frozen):
 
     @model_validator(mode="after")
     def _ordered_clip(self) -> Self:
-        if self.min is not None and self.max is not None and self.max < self.min:
-            raise ValueError(f"max ({self.max}) must be ≥ min ({self.min})")
+        if self.min is not None and self.max is not None:
+            _check_order(self.min, self.max, "min", "max")
         return self
 
 
@@ -136,8 +142,7 @@ class UniformLength(_Clip):
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
-        if self.high < self.low:
-            raise ValueError(f"high ({self.high}) must be ≥ low ({self.low})")
+        _check_order(self.low, self.high, "low", "high")
         return self
 
 
@@ -324,8 +329,7 @@ class UniformThink(Frozen):
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
-        if self.high_s < self.low_s:
-            raise ValueError(f"high_s ({self.high_s}) must be ≥ low_s ({self.low_s})")
+        _check_order(self.low_s, self.high_s, "low_s", "high_s")
         return self
 
 
