@@ -159,7 +159,7 @@ def simulate(
 ) -> RunOutput:
     """Run one simulation; deterministic for a given config (its ``seed`` included).
 
-    ``fast_forward`` skips per-request work in decode-only stretches with identical results.
+    ``fast_forward`` advances steadily decoding requests lazily (engine.cohort), same results.
     """
     started = time.perf_counter()
     engine, sizing = build_engine(
@@ -188,8 +188,12 @@ def write_run(out: RunOutput, out_dir: Path) -> list[Path]:
     out.frames.requests.to_parquet(paths["requests"], index=False)
     out.frames.steps.to_parquet(paths["steps"], index=False)
     out.frames.itl.to_parquet(paths["itl"], index=False)
-    sizing = {"kv_num_blocks": out.sizing.num_blocks, "kv_block_bytes": out.sizing.block_bytes,
-              "kv_swap_blocks": out.sizing.swap_blocks, "kv_token_slots": out.sizing.token_slots}
+    sizing = {
+        "kv_num_blocks": out.sizing.num_blocks,
+        "kv_block_bytes": out.sizing.block_bytes,
+        "kv_swap_blocks": out.sizing.swap_blocks,
+        "kv_token_slots": out.sizing.token_slots,
+    }
     paths["summary"].write_text(json.dumps({**out.summary, **sizing}, indent=2) + "\n")
     paths["config"].write_text(dump_resolved(out.config))
     return list(paths.values())

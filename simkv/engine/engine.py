@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import simpy
 
 from simkv.engine.cost_model import CostModel
-from simkv.engine.fastforward import DecodeWindow
 from simkv.engine.groups import ForkGroup
 from simkv.engine.plan import StepPlan
 from simkv.engine.scheduler import Scheduler
@@ -62,10 +61,11 @@ class Engine:
         fast_forward: bool = True,
     ) -> None:
         self.env = simpy.Environment()
-        # invariants are checked between ordinary steps only, so checking turns fast-forward off
+        # checking invariants reads every request's counters, so it turns lazy decoding off
         self.fast_forward = fast_forward and not check_invariants
-        self.fast_forward_steps = 0  # steps taken inside decode windows
+        self.fast_forward_steps = 0  # steps in which a lazily advanced cohort decoded
         self.scheduler = scheduler
+        scheduler.lazy_decode(self.fast_forward)
         self.cost = cost
         self.recorder = recorder
         self.limits = limits
@@ -166,10 +166,6 @@ class Engine:
         while True:
             self._admit(env.now)
             start = env.now
-            window = sched.decode_window() if self.fast_forward else None
-            if window is not None:
-                yield from self._run_window(window)
-                continue
             plan = sched.schedule(start)
             self._release_follow_ups()  # requests rejected at arrival or admission
             if plan.empty:
@@ -189,6 +185,8 @@ class Engine:
             if plan.copy_blocks:
                 duration += cost.copy_time_s(plan.copy_blocks)
             yield env.timeout(duration)
+            if plan.cohort:
+                self.fast_forward_steps += 1
             sched.complete(plan, env.now)
             self._release_follow_ups()
             self._record(start, duration, plan)
@@ -196,26 +194,6 @@ class Engine:
                 sched.check()
             if self.progress is not None and rec.num_steps % 512 == 0:
                 self.progress(rec.num_done, total)
-
-    def _run_window(self, window: DecodeWindow) -> Generator[simpy.Event, None, None]:
-        """Decode-only steps one SimPy timeout each, with no per-request work per step."""
-        env, rec, total = self.env, self.recorder, len(self._arrival_s)
-        prev_end, done = self.scheduler.prev_end_s, 0
-        assert prev_end is not None, "a window follows a step"
-        for k in range(1, window.max_steps + 1):
-            start = env.now
-            window.before_step(k)
-            duration = self.cost.step_time_s(window.work(k))
-            yield env.timeout(duration)
-            window.after_step(k, env.now, prev_end)
-            prev_end, done = env.now, k
-            self.fast_forward_steps += 1
-            self._record(start, duration, window.plan)
-            if self.progress is not None and rec.num_steps % 512 == 0:
-                self.progress(rec.num_done, total)
-            if self._inbox:
-                break  # a request arrived: the next step admits it
-        self.scheduler.close_window(window, done, env.now)
 
     def _record(self, start: float, duration: float, plan: StepPlan) -> None:
         sched = self.scheduler
@@ -225,7 +203,7 @@ class Engine:
         cached, shared, evictions = sched.cache_state()
         fork_blocks, fork_independent = sched.fork_state()
         self.recorder.step((
-            start, duration, plan.prefill_tokens, plan.decode_tokens, len(plan.seqs),
+            start, duration, plan.prefill_tokens, plan.decode_tokens, plan.num_seqs,
             waiting, running, swapped, used, free, b.token_slots, b.reserved_slots,
             b.internal_frag_slots, b.external_frag_slots, b.free_slots, cpu_used,
             plan.preempted, plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks,

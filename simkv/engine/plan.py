@@ -16,6 +16,9 @@ class StepPlan:
     tokens are all computed but the last sampled one is a *decode*; anything else is prefill
     (prompt chunks and recomputation). ``swap_in_blocks``/``swap_out_blocks`` are moved before
     the pass and ``copy_blocks`` are copy-on-write copies; their time adds to the step's.
+    ``cohort`` more requests (the scheduler's lazily advanced decode cohort, see
+    :mod:`simkv.engine.cohort`) decode one token each; they are counted in the token and
+    attention sums but not listed in ``seqs``.
     """
 
     seqs: list[Seq] = field(default_factory=list)
@@ -29,6 +32,7 @@ class StepPlan:
     copy_blocks: int = 0
     preempted: int = 0
     cache_hit_tokens: int = 0
+    cohort: int = 0
 
     def add(self, seq: Seq, num_new: int) -> None:
         """Schedule ``num_new`` tokens of ``seq`` after its ``num_computed`` cached ones."""
@@ -69,8 +73,13 @@ class StepPlan:
         return self.prefill_tokens + self.decode_tokens
 
     @property
+    def num_seqs(self) -> int:
+        """Requests (sequences, for multi-sequence requests) in the batch."""
+        return len(self.seqs) + self.cohort
+
+    @property
     def empty(self) -> bool:
-        return not self.seqs
+        return not self.seqs and not self.cohort
 
     def work(self) -> StepWork:
         """The step's work for the cost model."""
@@ -79,5 +88,5 @@ class StepPlan:
             decode_tokens=self.decode_tokens,
             attention_pairs=self.attention_pairs,
             kv_read_tokens=self.kv_read_tokens,
-            num_seqs=len(self.seqs),
+            num_seqs=len(self.seqs) + self.cohort,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from simkv.engine.fastforward import DecodeWindow
+from simkv.engine.cohort import DecodeCohort
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import WaitingQueue
 from simkv.engine.sequence import Seq, Status
@@ -38,8 +38,7 @@ class Scheduler(Protocol):
     def breakdown(self) -> WasteBreakdown: ...
     def cache_state(self) -> tuple[int, int, int]: ...
     def fork_state(self) -> tuple[int, int]: ...
-    def decode_window(self) -> DecodeWindow | None: ...
-    def close_window(self, window: DecodeWindow, steps: int, now: float) -> None: ...
+    def lazy_decode(self, on: bool) -> None: ...
     @property
     def prev_end_s(self) -> float | None: ...
     def check(self) -> None: ...
@@ -66,6 +65,7 @@ class SchedulerBase:
         self._prev_end_s: float | None = None  # when the last step ended
         self.fill_block_size = 0  # > 0: collect requests whose step filled a block (caching)
         self.filled: list[Seq] = []
+        self.cohort: DecodeCohort | None = None  # lazily advanced decoders (paged schedulers)
 
     def add(self, seq: Seq, now: float) -> None:
         """A request arrived."""
@@ -92,6 +92,18 @@ class SchedulerBase:
         any_finished = False
         fill, filled = self.fill_block_size, self.filled
         filled.clear()
+        cohort = self.cohort
+        if plan.cohort:  # the members come first in running (and plan) order
+            assert cohort is not None
+            if cohort.last_s == prev_end:
+                contiguous = plan.cohort
+            else:
+                stalled[cohort.last_s] = plan.cohort
+            done, full = cohort.advance(now)
+            filled.extend(full)
+            for seq in done:
+                self._on_output_complete(seq, now)
+            any_finished = bool(done)
         for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
             seq.num_computed += num_new
             if fill and seq.num_computed % fill < num_new:
@@ -118,6 +130,11 @@ class SchedulerBase:
         self._prev_end_s = now
         if any_finished:
             self.running = [s for s in self.running if s.status is Status.RUNNING]
+        if cohort is not None:
+            running, k = self.running, cohort.size
+            while k < len(running) and cohort.can_join(running[k]):
+                cohort.join(running[k])
+                k += 1
 
     def _on_output_complete(self, seq: Seq, now: float) -> None:
         """A request produced its last token (request-level batching overrides this)."""
@@ -151,15 +168,11 @@ class SchedulerBase:
         """(cached blocks, slots saved by sharing, evictions so far)."""
         return self.kv.cache_state()
 
-    def decode_window(self) -> DecodeWindow | None:
-        """A fast-forward window over the next decode-only steps (:mod:`~simkv.engine.
-        fastforward`); None: step one by one. Only schedulers that can predict say otherwise."""
-        return None
+    def lazy_decode(self, on: bool) -> None:
+        """Advance steadily decoding requests lazily (:mod:`~simkv.engine.cohort`) or not.
 
-    def close_window(self, window: DecodeWindow, steps: int, now: float) -> None:
-        """Finish a fast-forward window of ``steps`` steps that ended at ``now``."""
-        window.close(steps, now)
-        self._prev_end_s = now
+        Only schedulers whose decodes the cohort can express accept ``on``; the rest ignore it.
+        """
 
     @property
     def prev_end_s(self) -> float | None:

@@ -44,6 +44,7 @@ class Seq:
         "arrival_s",
         "cache_hit_tokens",
         "cached_upto",
+        "ff_tick",
         "final_kv_tokens",
         "finish_s",
         "first_scheduled_s",
@@ -54,6 +55,7 @@ class Seq:
         "num_computed",
         "num_output",
         "num_tokens",
+        "order",
         "output_tokens",
         "preemptions",
         "prefix_hit_tokens",
@@ -107,6 +109,8 @@ class Seq:
         self.prefix_hit_tokens: int | None = None  # cache hits at the first admission
         self.cache_hit_tokens = 0  # cache hits over every admission (incl. after preemption)
         self.group: ForkGroup | None = None  # sequences of a multi-sequence request
+        self.ff_tick = -1  # >= 0: a lazily advanced decode-cohort member (engine.cohort)
+        self.order = 0  # cohort join stamp (running order among members)
 
     @property
     def in_prefill(self) -> bool:

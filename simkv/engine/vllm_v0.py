@@ -35,7 +35,7 @@ import numpy as np
 
 from simkv.config.policy import PreemptionConfig, VllmV0Config
 from simkv.engine import groups
-from simkv.engine.fastforward import DecodeWindow, open_window
+from simkv.engine.cohort import DecodeCohort
 from simkv.engine.paged_kv import AllocStatus, PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import FcfsQueue, pick_victim
@@ -132,9 +132,26 @@ class VllmV0Scheduler(SchedulerBase):
             budget -= num_new
             num_seqs += width
 
+    def lazy_decode(self, on: bool) -> None:
+        self.cohort = DecodeCohort(self.kv) if on else None
+
     def _schedule_running(self, plan: StepPlan, now: float) -> None:
-        queue = deque(self.running)
-        kept: list[Seq] = []
+        """Decode every running request; the cohort's members (if any) first, as one block.
+
+        Victims come from the requests not yet scheduled; under ``newest`` the cohort replays
+        the choice exactly, otherwise a block shortage among the members dissolves it."""
+        start, cohort = 0, self.cohort
+        if cohort is not None and cohort.size:
+            newest = self.preemption.victim == "newest"
+            preempt_last = (lambda: self._preempt_last(plan, now)) if newest else None
+            if cohort.take_blocks(self.running, preempt_last):
+                start = plan.cohort = cohort.size
+                plan.decode_tokens = start
+                plan.attention_pairs = plan.kv_read_tokens = cohort.context + start
+            else:
+                cohort.flush(self.running)
+        queue = deque(self.running[start:]) if start else deque(self.running)
+        kept: list[Seq] = self.running[:start]
         fits_in_place = self.kv.decode_fits_in_place
         while queue:
             seq = queue.popleft()
@@ -181,6 +198,11 @@ class VllmV0Scheduler(SchedulerBase):
         if not self.groups:
             return len(self.running)
         return sum(_width(seq) for seq in self.running)
+
+    def _preempt_last(self, plan: StepPlan, now: float) -> Seq:
+        victim = self.running.pop()
+        self._preempt(victim, plan, now)
+        return victim
 
     def _preempt(self, seq: Seq, plan: StepPlan, now: float) -> None:
         plan.preempted += 1
@@ -264,28 +286,6 @@ class VllmV0Scheduler(SchedulerBase):
                 groups.fork_group(self.kv, seq)
         done = (Status.FINISHED, Status.REJECTED, Status.ABORTED)
         self.groups = [seq for seq in self.groups if seq.status not in done]
-
-    def decode_window(self) -> DecodeWindow | None:
-        """A fast-forward window over decode-only steps: nothing swapped, no group, and the
-        head of the waiting queue blocked in a way the window cannot change (its admission is
-        LATER, which stays so while blocks only get used, or it is over the token budget or
-        the sequence limit, which the window does not move)."""
-        if self.swapped or self.groups or not self._waiting_stays_blocked():
-            return None
-        return open_window(self.running, self.kv, self.recorder, self._prev_end_s)
-
-    def _waiting_stays_blocked(self) -> bool:
-        if not len(self.waiting):
-            return True
-        seq = self.waiting.peek()
-        if seq.num_tokens > self.prompt_limit or _width(seq) > self.cfg.max_num_seqs:
-            return False  # the next step rejects it
-        status = self.kv.can_allocate(seq, self.watermark_blocks)
-        if status is AllocStatus.LATER:
-            return True
-        over_budget = seq.num_tokens > self.max_batched_tokens
-        over_seqs = self._running_seqs() + _width(seq) > self.cfg.max_num_seqs
-        return status is AllocStatus.OK and (over_budget or over_seqs)
 
     def fork_state(self) -> tuple[int, int]:
         """(distinct blocks of the GPU-resident forked groups, blocks they would hold unshared)."""

@@ -16,7 +16,7 @@ There is no watermark and no swapping in V1: KV that cannot be kept is recompute
 from __future__ import annotations
 
 from simkv.config.policy import PreemptionConfig, VllmV1Config
-from simkv.engine.fastforward import DecodeWindow, open_window
+from simkv.engine.cohort import DecodeCohort
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import make_queue, pick_victim
@@ -48,19 +48,51 @@ class VllmV1Scheduler(SchedulerBase):
             num_new = threshold
         return min(num_new, budget)
 
+    def lazy_decode(self, on: bool) -> None:
+        self.cohort = DecodeCohort(self.kv) if on else None
+
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
-        budget = self._schedule_running(plan, self.cfg.max_num_batched_tokens)
+        budget = self.cfg.max_num_batched_tokens
+        cohort = self.cohort
+        if cohort is not None and cohort.size:
+            newest = self.victim == "newest"
+            preempt_last = (lambda: self._preempt_last(plan)) if newest else None
+            if self._cohort_fits(cohort, budget) and cohort.take_blocks(self.running, preempt_last):
+                size = plan.cohort = cohort.size
+                plan.decode_tokens = size
+                plan.attention_pairs = plan.kv_read_tokens = cohort.context + size
+                budget -= size
+            else:
+                cohort.flush(self.running)
+        budget = self._schedule_running(plan, budget, plan.cohort)
         if not plan.preempted:
             self._schedule_waiting(plan, budget, now)
         return plan
 
-    def _schedule_running(self, plan: StepPlan, budget: int) -> int:
+    def _cohort_fits(self, cohort: DecodeCohort, budget: int) -> bool:
+        """Whether the members can decode as one block before the other running requests: the
+        budget covers them and, unless the victim policy is ``newest`` (which the cohort
+        replays exactly: victims are taken from the end of the running list), no running
+        request can run short of blocks, so no member can become a victim."""
+        if cohort.size > budget:
+            return False
+        if self.victim == "newest":
+            return True
+        budget -= cohort.size
+        need, kv = cohort.blocks_due(), self.kv
+        for seq in self.running[cohort.size :]:
+            chunk = self._chunk(seq.num_tokens - seq.num_computed, budget)
+            need += kv.blocks_to_allocate(seq, chunk)
+        return need <= kv.gpu.free_blocks
+
+    def _schedule_running(self, plan: StepPlan, budget: int, start: int) -> int:
+        """The running requests from ``start`` on (those before are the cohort's members)."""
         running = self.running
         bs, refs = self.kv.block_size, self.kv.refcounts
         seqs, num_new_list = plan.seqs, plan.num_new
         decodes = context = 0  # hot-path decodes, summed into the plan once at the end
-        i, n = 0, len(running)
+        i, n = start, len(running)
         while i < n and budget > 0:
             seq = running[i]
             table = seq.table
@@ -103,6 +135,11 @@ class VllmV1Scheduler(SchedulerBase):
         plan.kv_read_tokens += context
         return budget
 
+    def _preempt_last(self, plan: StepPlan) -> Seq:
+        victim = self.running.pop()
+        self._preempt(victim, plan)
+        return victim
+
     def _preempt(self, seq: Seq, plan: StepPlan) -> None:
         self.kv.free(seq)
         seq.recomputed_tokens += seq.num_computed
@@ -138,12 +175,6 @@ class VllmV1Scheduler(SchedulerBase):
         super().complete(plan, now)
         if self.filled:
             self.kv.cache_computed(self.filled)
-
-    def decode_window(self) -> DecodeWindow | None:
-        """A fast-forward window when nothing waits and the batch fits the token budget."""
-        if len(self.waiting) or len(self.running) > self.cfg.max_num_batched_tokens:
-            return None
-        return open_window(self.running, self.kv, self.recorder, self._prev_end_s)
 
     def check(self) -> None:
         self.kv.check(self.running)

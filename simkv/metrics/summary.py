@@ -103,9 +103,9 @@ def summarize(frames: RunFrames, slo: SLOConfig, total_blocks: int) -> dict[str,
     tpot_ms = tpot_ms.where(multi)
     out["request_throughput"] = len(done) * rate
     out["output_throughput"] = float(done["generated_tokens"].sum()) * rate
-    out["total_token_throughput"] = float(
-        done["prompt_tokens"].sum() + done["generated_tokens"].sum()
-    ) * rate
+    out["total_token_throughput"] = (
+        float(done["prompt_tokens"].sum() + done["generated_tokens"].sum()) * rate
+    )
     has_slo = any(v is not None for v in (slo.ttft_ms, slo.tpot_ms, slo.e2el_ms))
     out["request_goodput"] = _good(done, ttft_ms, tpot_ms, slo) * rate if has_slo else None
     _latency_stats("ttft", ttft_ms.to_numpy(), out)

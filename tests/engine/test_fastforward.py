@@ -1,5 +1,6 @@
-"""Fast-forward equivalence: random configs stepped one by one and with decode windows give
-identical per-request, per-step and ITL frames and summaries."""
+"""Lazy-decode equivalence: random configs stepped request by request and with the lazily
+advanced decode cohort (:mod:`simkv.engine.cohort`) give identical per-request, per-step and ITL
+frames and summaries, under every victim policy, preemption mode and free-block reuse order."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,7 +19,13 @@ from simkv.runner import build_engine
 
 
 def _config(seed: int, rate: float, blocks: int, block_size: int, caching: str,
-            budget: int, n: int, out_mean: int, kind: str = "vllm_v1") -> SimConfig:  # fmt: skip
+            budget: int, n: int, out_mean: int, kind: str = "vllm_v1", victim: str = "newest",
+            mode: str = "auto", reuse: str = "fifo") -> SimConfig:  # fmt: skip
+    scheduler = {"kind": kind, "max_num_batched_tokens": budget}
+    if kind == "vllm_v1":
+        scheduler["policy"] = "priority" if victim == "lowest_priority" else "fcfs"
+    elif victim == "lowest_priority":  # a vllm_v1 policy only
+        victim = "fewest_blocks"
     data = {
         "name": "ff", "seed": seed,
         "workload": {
@@ -31,8 +39,10 @@ def _config(seed: int, rate: float, blocks: int, block_size: int, caching: str,
         "model": {"preset": "llama-2-7b", "max_model_len": 1200},
         "gpu": "a100-40gb",
         "kv_cache": {"block_size": block_size, "num_blocks": blocks // block_size,
-                     "prefix_caching": caching if kind == "vllm_v1" else "none"},
-        "scheduler": {"kind": kind, "max_num_batched_tokens": budget},
+                     "prefix_caching": caching if kind == "vllm_v1" else "none",
+                     "reuse": reuse, "swap_space_gib": 0.25},
+        "scheduler": scheduler,
+        "preemption": {"victim": victim, "mode": mode if kind == "vllm_v0" else "recompute"},
     }  # fmt: skip
     return SimConfig.model_validate(yaml.safe_load(yaml.safe_dump(data)))
 
@@ -67,12 +77,27 @@ def _assert_same(cfg: SimConfig) -> int:
     budget=st.sampled_from([256, 2048, 8192]),
     out_mean=st.sampled_from([20, 120]),
     kind=st.sampled_from(["vllm_v1", "vllm_v0"]),
+    victim=st.sampled_from(["newest", "oldest", "longest", "fewest_blocks", "lowest_priority"]),
+    mode=st.sampled_from(["recompute", "swap"]),
+    reuse=st.sampled_from(["fifo", "lifo"]),
 )
 def test_fast_forward_changes_nothing(
     seed: int, rate: float, blocks: int, block_size: int, caching: str, budget: int,
-    out_mean: int, kind: str,
+    out_mean: int, kind: str, victim: str, mode: str, reuse: str,
 ) -> None:  # fmt: skip
-    _assert_same(_config(seed, rate, blocks, block_size, caching, budget, 60, out_mean, kind))
+    _assert_same(_config(seed, rate, blocks, block_size, caching, budget, 60, out_mean, kind,
+                         victim, mode, reuse))  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["vllm_v1", "vllm_v0"])
+@pytest.mark.parametrize("victim", ["newest", "oldest", "longest", "lowest_priority"])
+@pytest.mark.parametrize("caching", ["hash", "radix"])
+def test_lazy_decode_matches_under_preemption(kind: str, victim: str, caching: str) -> None:
+    """Tight memory: 30 to 60 preemptions per run (members are victims, or the cohort
+    dissolves)."""
+    mode = "swap" if victim == "oldest" else "recompute"
+    cfg = _config(5, 6.0, 1600, 16, caching, 2048, 120, 120, kind, victim, mode)
+    assert _assert_same(cfg) > 100
 
 
 def test_fast_forward_engages_and_matches_under_memory_pressure() -> None:

@@ -1,0 +1,210 @@
+"""Lazy decoding: running requests that decode one token per step, advanced per event.
+
+A paged scheduler's :class:`DecodeCohort` is a prefix ``running[:size]`` of its running list
+whose members each decode one token, into their own blocks, in every step the cohort takes
+part in. A member's counters (``num_computed``, ``num_output``, ``num_tokens``, ``table.length``,
+``last_token_s``) are stored as of the cohort tick ``seq.ff_tick``; its true values are the
+stored ones plus ``tick - ff_tick`` (``last_token_s`` is the cohort's ``last_s``). A step costs
+the cohort work only for the members with an *event* at that tick, kept in calendars:
+
+* a new block before the step, when the member's length is at a block boundary (every
+  ``block_size`` ticks);
+* a filled block after the step, registered in the prefix cache (with caching on);
+* its last token after the step, when it finishes and leaves.
+
+The scheduler prices the cohort in aggregate (``context`` is the members' summed computed
+tokens), and handles every other running request (prefill chunks, recomputation, requests that
+decode but cannot join) one by one, as before. Anything the lazy state cannot express exactly
+(a possible preemption among members, a token budget smaller than the cohort, a block shortage
+for the members' boundaries) makes the scheduler :meth:`~DecodeCohort.flush` the cohort —
+every member brought up to date and released — and take that step request by request. Frames
+and summaries are identical either way (``tests/engine/test_fastforward.py``).
+
+Joining: after each step the scheduler extends the cohort from ``running[size]`` on while the
+next request decodes next, is in step with the members (same previous-token time), is a
+single sequence and does not share its partial trailing block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from simkv.engine.paged_kv import PagedKV
+from simkv.engine.sequence import Seq
+
+Calendar = dict[int, list[tuple[int, Seq]]]  # tick → (join stamp, member) with an event
+
+
+def _add(calendar: Calendar, tick: int, seq: Seq) -> None:
+    due = calendar.get(tick)
+    if due is None:
+        calendar[tick] = [(seq.order, seq)]
+    else:
+        due.append((seq.order, seq))
+
+
+def _live(due: list[tuple[int, Seq]]) -> list[Seq]:
+    """The entries of members still in the cohort since they were added, in running order
+    (a member that left by preemption leaves stale entries behind)."""
+    if len(due) > 1:
+        due.sort(key=_stamp)
+    return [seq for order, seq in due if seq.ff_tick >= 0 and seq.order == order]
+
+
+def _stamp(entry: tuple[int, Seq]) -> int:
+    return entry[0]
+
+
+class DecodeCohort:
+    """The lazily advanced decoding prefix of a paged scheduler's running list."""
+
+    __slots__ = (
+        "_alloc", "_fill", "_finish", "_joins", "block_size", "caching", "context", "kv",
+        "last_s", "size", "tick",
+    )  # fmt: skip
+
+    def __init__(self, kv: PagedKV) -> None:
+        self.kv = kv
+        self.block_size = kv.block_size
+        self.caching = kv.cache is not None
+        self.size = 0  # members are running[:size]
+        self.tick = 0  # cohort steps taken so far
+        self.last_s = 0.0  # when every member sampled its last token
+        self.context = 0  # Σ members' true num_computed
+        self._joins = 0  # join stamps: members in running order have increasing stamps
+        self._alloc: Calendar = {}  # members needing a block before the tick's step
+        self._fill: Calendar = {}  # members filling a block in it
+        self._finish: Calendar = {}  # members sampling their last token in it
+
+    def can_join(self, seq: Seq) -> bool:
+        """Whether ``seq`` (the running request after the members) decodes in step with them."""
+        table = seq.table
+        length = table.length
+        return (
+            seq.group is None
+            and seq.num_output > 0
+            and seq.num_tokens - seq.num_computed == 1
+            and (self.size == 0 or seq.last_token_s == self.last_s)
+            and (length % self.block_size == 0 or self.kv.refcounts[table.block_ids[-1]] == 1)
+        )
+
+    def join(self, seq: Seq) -> None:
+        """Make ``seq`` (exact, eligible per :meth:`can_join`) the last member."""
+        bs, tick, length = self.block_size, self.tick, seq.num_computed
+        if self.size == 0:
+            assert seq.last_token_s is not None
+            self.last_s = seq.last_token_s
+        seq.ff_tick = tick
+        seq.order = self._joins
+        self._joins += 1
+        end = tick + seq.output_tokens - seq.num_output  # the tick of its last token
+        _add(self._finish, end, seq)
+        first = tick + (-length) % bs + 1  # the first step starting at a block boundary
+        if first <= end:
+            _add(self._alloc, first, seq)
+        if self.caching and seq.keys is not None:
+            fill = tick + ((-length) % bs or bs)
+            if fill < end:  # a block filled by the last step is registered when it is freed
+                _add(self._fill, fill, seq)
+        self.context += length
+        self.size += 1
+
+    def touch(self, seq: Seq) -> None:
+        """Bring one member's stored counters up to the current tick."""
+        d = self.tick - seq.ff_tick
+        if d:
+            seq.num_computed += d
+            seq.num_output += d
+            seq.num_tokens += d
+            seq.table.length += d
+            seq.ff_tick = self.tick
+        seq.last_token_s = self.last_s
+
+    def flush(self, running: list[Seq]) -> None:
+        """Bring every member up to date and dissolve the cohort (they rejoin later)."""
+        for seq in running[: self.size]:
+            self.touch(seq)
+            seq.ff_tick = -1
+        self.size = 0
+        self.context = 0
+        self._alloc.clear()
+        self._fill.clear()
+        self._finish.clear()
+
+    def blocks_due(self) -> int:
+        """Blocks the members need before the next step (an upper bound: stale entries)."""
+        due = self._alloc.get(self.tick + 1)
+        return 0 if due is None else len(due)
+
+    def leave(self, seq: Seq) -> None:
+        """A member is preempted before the next step: up to date, out of the cohort."""
+        self.touch(seq)
+        seq.ff_tick = -1
+        self.context -= seq.num_computed
+        self.size -= 1
+
+    def take_blocks(
+        self, running: list[Seq], preempt_last: Callable[[], Seq] | None = None
+    ) -> bool:
+        """Give each member at a block boundary its block for the next step, in running order.
+
+        With too few free blocks: without ``preempt_last``, return False with nothing changed;
+        with it, do what the step-by-step pass does under the ``newest`` victim policy — while
+        no block is free, preempt the last running request (``preempt_last`` removes and
+        preempts ``running[-1]`` and returns it; a member leaves the cohort first), until the
+        block fits or the member itself was the victim.
+        """
+        tick = self.tick + 1
+        entries = self._alloc.pop(tick, None)
+        if entries is None:
+            return True
+        due = _live(entries)
+        kv, gpu = self.kv, self.kv.gpu
+        if len(due) > gpu.free_blocks and preempt_last is None:
+            self._alloc[tick] = entries
+            return False
+        nxt = tick + self.block_size
+        alloc = self._alloc
+        for seq in due:
+            if seq.ff_tick < 0:  # preempted while making room for an earlier member
+                continue
+            while gpu.free_blocks == 0:
+                assert preempt_last is not None
+                if len(running) <= self.size:
+                    self.leave(running[-1])
+                if preempt_last() is seq:
+                    break
+            else:
+                kv.grow_decode(seq)
+                if nxt <= seq.ff_tick + seq.output_tokens - seq.num_output:
+                    _add(alloc, nxt, seq)
+                continue
+            break  # the member preempted itself: it was the last running request
+        return True
+
+    def advance(self, now: float) -> tuple[list[Seq], list[Seq]]:
+        """The members decoded one token each in a step that ended at ``now``.
+
+        Returns the members that sampled their last token and those that filled a block, both
+        in running order and up to date; the finished ones have left the cohort (the caller
+        finishes them and drops them from its running list).
+        """
+        self.tick += 1
+        tick = self.tick
+        self.context += self.size
+        self.last_s = now
+        entries = self._finish.pop(tick, None)
+        done = [] if entries is None else _live(entries)
+        for seq in done:
+            self.leave(seq)
+        entries = self._fill.pop(tick, None)
+        if entries is None:
+            return done, []
+        filled = _live(entries)
+        nxt = tick + self.block_size
+        fill = self._fill
+        for seq in filled:
+            self.touch(seq)
+            if nxt < seq.ff_tick + seq.output_tokens - seq.num_output:
+                _add(fill, nxt, seq)
+        return done, filled
