@@ -58,6 +58,9 @@ class ContiguousKV:
     def breakdown(self) -> WasteBreakdown:
         return self.alloc.breakdown(self.demand_slots)
 
+    def slots(self) -> tuple[int, int, int, int, int]:
+        return self.breakdown().values()
+
     def cache_state(self) -> tuple[int, int, int]:
         """Contiguous reservations share and cache nothing."""
         return 0, 0, 0

@@ -112,6 +112,8 @@ class Engine:
             self._inbox.clear()
 
     def _release_follow_ups(self) -> None:
+        if not self._sessions.closed_loop:
+            return
         done = self.recorder.done_ids
         for i in done[self._seen_done :]:
             follow = self._sessions.follow_up(i)
@@ -192,22 +194,18 @@ class Engine:
             self._record(start, duration, plan)
             if self.check_invariants:
                 sched.check()
+                sched.breakdown()  # every waste category >= 0
             if self.progress is not None and rec.num_steps % 512 == 0:
                 self.progress(rec.num_done, total)
 
     def _record(self, start: float, duration: float, plan: StepPlan) -> None:
         sched = self.scheduler
-        waiting, running, swapped = sched.queue_lengths()
         used, free, cpu_used = sched.memory_state()
-        b = sched.breakdown()
-        cached, shared, evictions = sched.cache_state()
-        fork_blocks, fork_independent = sched.fork_state()
         self.recorder.step((
             start, duration, plan.prefill_tokens, plan.decode_tokens, plan.num_seqs,
-            waiting, running, swapped, used, free, b.token_slots, b.reserved_slots,
-            b.internal_frag_slots, b.external_frag_slots, b.free_slots, cpu_used,
-            plan.preempted, plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks,
-            plan.cache_hit_tokens, cached, shared, evictions, fork_blocks, fork_independent,
+            *sched.queue_lengths(), used, free, *sched.kv_slots(), cpu_used, plan.preempted,
+            plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks, plan.cache_hit_tokens,
+            *sched.cache_state(), *sched.fork_state(),
         ))  # fmt: skip
 
 

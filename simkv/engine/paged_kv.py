@@ -131,10 +131,8 @@ class PagedKV:
         self.written_tokens -= seq.num_computed
         self.internal_slots -= self._internal(seq)
         table = seq.table
-        if self.cache is None:
-            table.free(self.gpu)
-            return
-        self._register(seq)
+        if self.cache is not None:
+            self._register(seq)
         self.shared_tokens -= self.gpu.release(table.block_ids) * self.block_size
         table.block_ids = []
         table.length = 0
@@ -190,9 +188,7 @@ class PagedKV:
         cache, full = self.cache, seq.num_computed // self.block_size
         if cache is None or seq.keys is None or full <= seq.cached_upto:
             return
-        keys, ids = seq.keys.extend(full), seq.table.block_ids
-        for j in range(seq.cached_upto, full):
-            cache.insert(keys[j], keys[j - 1] if j else None, ids[j])
+        cache.insert_run(seq.keys.extend(full), seq.table.block_ids, seq.cached_upto, full)
         seq.cached_upto = full
 
     def cache_state(self) -> tuple[int, int, int]:
@@ -269,15 +265,13 @@ class PagedKV:
 
     def breakdown(self) -> WasteBreakdown:
         """The GPU pool's slots split as token states / reservation / internal / free."""
-        held = self.gpu.used_blocks * self.block_size
+        return WasteBreakdown(*self.slots())
+
+    def slots(self) -> tuple[int, int, int, int, int]:
+        """:meth:`breakdown`'s five counts, unchecked (the per-step recording path)."""
+        bs, gpu, internal = self.block_size, self.gpu, self.internal_slots
         tokens = self.written_tokens - self.shared_tokens - self.fork_dup_tokens
-        return WasteBreakdown(
-            token_slots=tokens,
-            reserved_slots=held - tokens - self.internal_slots,
-            internal_frag_slots=self.internal_slots,
-            external_frag_slots=0,
-            free_slots=self.gpu.free_blocks * self.block_size,
-        )
+        return tokens, gpu.used_blocks * bs - tokens - internal, internal, 0, gpu.free_blocks * bs
 
     def check(self, gpu_seqs: Iterable[Seq], cpu_seqs: Iterable[Seq] = ()) -> None:
         """Assert every invariant of the class docstring (tests call this after every step)."""

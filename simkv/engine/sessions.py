@@ -9,7 +9,8 @@ class Sessions:
     """Turn k + 1 of a session arrives ``think_s`` after turn k leaves the system.
 
     ``independent`` lists, in arrival order, the requests that arrive on their own clock (turn 0
-    of a session, or any request of a workload without sessions).
+    of a session, or any request of a workload without sessions); ``closed_loop`` says whether
+    any request follows another.
     """
 
     def __init__(self, workload: Workload) -> None:
@@ -18,6 +19,7 @@ class Sessions:
         if workload.session_id is None or workload.turn is None or workload.think_s is None:
             self.independent = list(range(n))
             self._think: list[float] = []
+            self.closed_loop = False
             return
         sessions, turns = workload.session_id.tolist(), workload.turn.tolist()
         self._think = workload.think_s.tolist()
@@ -29,6 +31,7 @@ class Sessions:
             else:
                 self._next[last[sessions[i]]] = i
             last[sessions[i]] = i
+        self.closed_loop = bool(self._next)
 
     def follow_up(self, i: int) -> tuple[int, float] | None:
         """The request that follows request ``i`` and its think time, if any."""

@@ -77,6 +77,14 @@ class FreeQueue(Protocol):
         """A block's refcount reached 0."""
         ...
 
+    def pop_many(self, n: int) -> list[BlockId]:
+        """``[pop() for _ in range(n)]`` (the queue holds at least ``n``)."""
+        ...
+
+    def push_many(self, block_ids: Sequence[BlockId]) -> None:
+        """``push`` each of ``block_ids`` in order."""
+        ...
+
     def remove(self, block_id: BlockId) -> None:
         """A free block is taken back (a prefix-cache hit revives it)."""
         ...
@@ -102,6 +110,19 @@ class OrderedFreeQueue:
         self._queue[block_id] = None
         if self._lifo:
             self._queue.move_to_end(block_id, last=False)
+
+    def pop_many(self, n: int) -> list[BlockId]:
+        popitem = self._queue.popitem
+        return [popitem(False)[0] for _ in range(n)]
+
+    def push_many(self, block_ids: Sequence[BlockId]) -> None:
+        if self._lifo:
+            queue = self._queue
+            for block_id in block_ids:
+                queue[block_id] = None
+                queue.move_to_end(block_id, last=False)
+        else:
+            self._queue.update(dict.fromkeys(block_ids))
 
     def remove(self, block_id: BlockId) -> None:
         del self._queue[block_id]
@@ -212,7 +233,7 @@ class BlockAllocator:
         free = self._free
         if n > len(free):
             raise OutOfBlocks(n, len(free))
-        ids = [free.pop() for _ in range(n)]
+        ids = free.pop_many(n)
         refcount = self._refcount
         for block_id in ids:
             refcount[block_id] = 1
@@ -272,17 +293,15 @@ class BlockAllocator:
         for block_id in block_ids:
             if block_id < 0 or refcount[block_id] <= 0:
                 raise DoubleFree(f"free of free block {block_id}")
-        push, shared = self._free.push, 0
+        freed: list[BlockId] = []
         for block_id in reversed(block_ids):
             count = refcount[block_id]
-            if count > 1:
-                refcount[block_id] = count - 1
-                shared += 1
-            else:
-                refcount[block_id] = 0
-                self._used -= 1
-                push(block_id)
-        return shared
+            refcount[block_id] = count - 1
+            if count == 1:
+                freed.append(block_id)
+        self._used -= len(freed)
+        self._free.push_many(freed)
+        return len(block_ids) - len(freed)
 
     def refcount(self, block_id: BlockId) -> int:
         """Current number of references to ``block_id`` (0 when free)."""

@@ -50,6 +50,22 @@ class HashPrefixCache:
     def push(self, block_id: BlockId) -> None:
         self._queue.push(block_id)
 
+    def pop_many(self, n: int) -> list[BlockId]:
+        blocks = self._queue.pop_many(n)
+        key_of = self.key_of
+        if key_of:
+            block_of, evicted = self.block_of, 0
+            for block in blocks:
+                key = key_of.pop(block, None)
+                if key is not None:
+                    del block_of[key]
+                    evicted += 1
+            self.evictions += evicted
+        return blocks
+
+    def push_many(self, block_ids: Sequence[BlockId]) -> None:
+        self._queue.push_many(block_ids)
+
     def remove(self, block_id: BlockId) -> None:
         self._queue.remove(block_id)
 
@@ -77,6 +93,18 @@ class HashPrefixCache:
         self.block_of[key] = block
         self.key_of[block] = key
         return True
+
+    def insert_run(
+        self, keys: Sequence[int], blocks: Sequence[BlockId], start: int, stop: int
+    ) -> None:
+        """``insert`` blocks ``start`` to ``stop - 1`` of one sequence (``keys[j]`` is block
+        ``blocks[j]``'s chained key)."""
+        block_of, key_of = self.block_of, self.key_of
+        for j in range(start, stop):
+            key, block = keys[j], blocks[j]
+            if key not in block_of and block not in key_of:
+                block_of[key] = block
+                key_of[block] = key
 
     @property
     def cached_blocks(self) -> int:
@@ -160,6 +188,13 @@ class RadixPrefixCache:
         self._free_cached += 1
         self._offer(key, node)
 
+    def pop_many(self, n: int) -> list[BlockId]:
+        return [self.pop() for _ in range(n)]
+
+    def push_many(self, block_ids: Sequence[BlockId]) -> None:
+        for block_id in block_ids:
+            self.push(block_id)
+
     def remove(self, block_id: BlockId) -> None:
         key = self._key_of.get(block_id)
         if key is None:
@@ -201,6 +236,13 @@ class RadixPrefixCache:
         if parent is not None:
             self._nodes[parent].children += 1
         return True
+
+    def insert_run(
+        self, keys: Sequence[int], blocks: Sequence[BlockId], start: int, stop: int
+    ) -> None:
+        """``insert`` blocks ``start`` to ``stop - 1`` of one sequence, each under its parent."""
+        for j in range(start, stop):
+            self.insert(keys[j], keys[j - 1] if j else None, blocks[j])
 
     @property
     def cached_blocks(self) -> int:

@@ -53,6 +53,8 @@ STEP_COLUMNS: tuple[str, ...] = (
     "fork_blocks_independent",
 )
 
+_STEP_WIDTH = len(STEP_COLUMNS)
+
 
 @dataclass(frozen=True)
 class RunFrames:
@@ -89,7 +91,7 @@ class Recorder:
         self._int = {name: array("q") for name in _INT_REQ}
         self._status: list[str] = []
         self._reason: list[str] = []
-        self._steps = [array("d"), array("d")] + [array("q") for _ in STEP_COLUMNS[2:]]
+        self._steps = array("d")  # row-major, len(STEP_COLUMNS) values per step
         self._itl_s = array("d")
         self._itl_count = array("q")
 
@@ -119,9 +121,11 @@ class Recorder:
         self._itl_count.append(count)
 
     def step(self, row: tuple[float | int, ...]) -> None:
-        """One step's values, in :data:`STEP_COLUMNS` order."""
-        for column, value in zip(self._steps, row, strict=True):
-            column.append(value)
+        """One step's values, in :data:`STEP_COLUMNS` order (the counts are ints below 2**53,
+        so they are exact as doubles)."""
+        if len(row) != _STEP_WIDTH:
+            raise ValueError(f"a step row has {_STEP_WIDTH} values, got {len(row)}")
+        self._steps.extend(row)
 
     @property
     def done_ids(self) -> array:
@@ -135,7 +139,7 @@ class Recorder:
 
     @property
     def num_steps(self) -> int:
-        return len(self._steps[0])
+        return len(self._steps) // _STEP_WIDTH
 
     def frames(self) -> RunFrames:
         """Build the DataFrames (once, at the end of the run)."""
@@ -153,10 +157,11 @@ class Recorder:
                  "prefix_hit_tokens", "cache_hit_tokens", "status", "reason"]  # fmt: skip
         requests = pd.DataFrame({name: data[name] for name in order})
         requests = requests.sort_values("req_id", kind="stable").reset_index(drop=True)
+        rows = _as_numpy(self._steps, np.float64).reshape(-1, _STEP_WIDTH)
         steps = pd.DataFrame(
             {
-                name: _as_numpy(column, np.float64 if k < 2 else np.int64)
-                for k, (name, column) in enumerate(zip(STEP_COLUMNS, self._steps, strict=True))
+                name: rows[:, k].copy() if k < 2 else rows[:, k].astype(np.int64)
+                for k, name in enumerate(STEP_COLUMNS)
             }
         )
         itl = pd.DataFrame(
