@@ -43,16 +43,20 @@ def _add(calendar: Calendar, tick: int, seq: Seq) -> None:
         due.append((seq.order, seq))
 
 
-def _live(due: list[tuple[int, Seq]]) -> list[Seq]:
-    """The entries of members still in the cohort since they were added, in running order
-    (a member that left by preemption leaves stale entries behind)."""
-    if len(due) > 1:
+def _live(due: list[tuple[int, Seq]], ordered: bool = True) -> list[Seq]:
+    """The entries of members still in the cohort since they were added (a member that left
+    by preemption leaves stale entries behind), in running order if ``ordered``."""
+    if ordered and len(due) > 1:
         due.sort(key=_stamp)
     return [seq for order, seq in due if seq.ff_tick >= 0 and seq.order == order]
 
 
 def _stamp(entry: tuple[int, Seq]) -> int:
     return entry[0]
+
+
+def _order(seq: Seq) -> int:
+    return seq.order
 
 
 class DecodeCohort:
@@ -158,13 +162,23 @@ class DecodeCohort:
         entries = self._alloc.pop(tick, None)
         if entries is None:
             return True
-        due = _live(entries)
+        due = _live(entries, ordered=False)
         kv, gpu = self.kv, self.kv.gpu
-        if len(due) > gpu.free_blocks and preempt_last is None:
-            self._alloc[tick] = entries
-            return False
         nxt = tick + self.block_size
         alloc = self._alloc
+        if len(due) <= gpu.free_blocks:
+            # the common case: every member's block is free. Which member gets which of the
+            # blocks popped together does not matter (they are alike: free, uncached), so
+            # running order is not needed here.
+            for seq, block in zip(due, gpu.alloc_many(len(due)), strict=True):
+                kv.grow_decode(seq, block)
+                if nxt <= seq.ff_tick + seq.output_tokens - seq.num_output:
+                    _add(alloc, nxt, seq)
+            return True
+        if preempt_last is None:
+            self._alloc[tick] = entries
+            return False
+        due.sort(key=_order)  # who runs short first matters now
         for seq in due:
             if seq.ff_tick < 0:  # preempted while making room for an earlier member
                 continue
@@ -175,7 +189,7 @@ class DecodeCohort:
                 if preempt_last() is seq:
                     break
             else:
-                kv.grow_decode(seq)
+                kv.grow_decode(seq, gpu.alloc())
                 if nxt <= seq.ff_tick + seq.output_tokens - seq.num_output:
                     _add(alloc, nxt, seq)
                 continue

@@ -29,6 +29,7 @@ __all__ = [
     "RooflineCostModel",
     "StepWork",
     "TableCostModel",
+    "Work",
     "attention_read_efficiency",
     "build_cost_model",
     "chunk_attention_pairs",
@@ -67,6 +68,23 @@ class StepWork:
         return self.prefill_tokens + self.decode_tokens
 
 
+class Work(Protocol):
+    """What a cost model reads of a step: :class:`StepWork`'s fields. A
+    :class:`~simkv.engine.plan.StepPlan` has them too, so the engine prices a plan directly
+    (no per-step copy); ``StepPlan.work()`` gives the checked :class:`StepWork`."""
+
+    @property
+    def prefill_tokens(self) -> int: ...
+    @property
+    def decode_tokens(self) -> int: ...
+    @property
+    def attention_pairs(self) -> int: ...
+    @property
+    def kv_read_tokens(self) -> int: ...
+    @property
+    def num_seqs(self) -> int: ...
+
+
 def chunk_attention_pairs(new_tokens: int, cached_tokens: int) -> int:
     """Attention pairs of ``new_tokens`` computed after ``cached_tokens`` (causal mask)."""
     return new_tokens * cached_tokens + new_tokens * (new_tokens + 1) // 2
@@ -75,7 +93,7 @@ def chunk_attention_pairs(new_tokens: int, cached_tokens: int) -> int:
 class CostModel(Protocol):
     """Simulated durations, in seconds, of the operations the engine performs."""
 
-    def step_time_s(self, work: StepWork) -> float:
+    def step_time_s(self, work: Work) -> float:
         """One batched forward pass; ``ValueError`` if it computes no token."""
         ...
 
@@ -100,7 +118,7 @@ def _check_blocks(num_blocks: int) -> None:
         raise ValueError(f"num_blocks must be >= 0, got {num_blocks}")
 
 
-def _empty_step(work: StepWork) -> ValueError:
+def _empty_step(work: Work) -> ValueError:
     return ValueError(f"empty step (no prefill or decode tokens): {work}")
 
 
@@ -202,7 +220,7 @@ class RooflineCostModel(_BlockTransfers):
                 2 * model.num_layers * ring_factor * token_bytes / link_rate
             )
 
-    def step_time_s(self, work: StepWork) -> float:
+    def step_time_s(self, work: Work) -> float:
         tokens = work.prefill_tokens + work.decode_tokens
         if tokens <= 0:
             raise _empty_step(work)
@@ -271,7 +289,7 @@ class TableCostModel(_BlockTransfers):
         super().__init__(cfg, model, gpu, tensor_parallel=tensor_parallel, block_size=block_size)
         self._table = table
 
-    def step_time_s(self, work: StepWork) -> float:
+    def step_time_s(self, work: Work) -> float:
         tokens = work.prefill_tokens + work.decode_tokens
         if tokens <= 0:
             raise _empty_step(work)

@@ -181,7 +181,9 @@ class Engine:
                 yield self._wake
                 self._wake = None
                 continue
-            duration = cost.step_time_s(plan.work())
+            if self.check_invariants:
+                plan.work()  # every count >= 0
+            duration = cost.step_time_s(plan)
             if plan.swap_in_blocks or plan.swap_out_blocks:
                 duration += cost.swap_time_s(plan.swap_in_blocks + plan.swap_out_blocks)
             if plan.copy_blocks:

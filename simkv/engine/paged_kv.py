@@ -105,12 +105,13 @@ class PagedKV:
         self.internal_slots += self._internal(seq) - before
         return True
 
-    def grow_decode(self, seq: Seq) -> None:
-        """One new block for a decode whose table is full up to a block boundary (a lazily
-        advanced cohort member: its ``table.length`` is not up to date, so it stays as it is)."""
+    def grow_decode(self, seq: Seq, block: BlockId) -> None:
+        """Append ``block``, just allocated, for a decode whose table is full up to a block
+        boundary (a lazily advanced cohort member: its ``table.length`` is not up to date, so
+        it stays as it is)."""
         ids, bs = seq.table.block_ids, self.block_size
         before = len(ids) * bs - seq.final_kv_tokens
-        ids.append(self.gpu.alloc())
+        ids.append(block)
         self.internal_slots += max(0, before + bs) - max(0, before)
 
     def commit(self, plan: StepPlan) -> None:

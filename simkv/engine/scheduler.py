@@ -54,10 +54,12 @@ class SchedulerBase:
 
     Subclasses keep ``self.running`` (admission order) and ``self.waiting``, implement
     ``schedule``, and call :meth:`_reject`, :meth:`_abort` and :meth:`_mark_scheduled`.
-    ``supports_forks``: whether the policy runs multi-sequence requests (only vLLM v0 does).
+    ``supports_forks``: whether the policy runs multi-sequence requests (only vLLM v0 does);
+    ``finishes_at_last_token``: whether a request leaves as soon as it samples its last token.
     """
 
     supports_forks: bool = False
+    finishes_at_last_token: bool = True  # False: _on_output_complete may defer or batch it
 
     def __init__(self, kv: KVMemory, recorder: Recorder, waiting: WaitingQueue) -> None:
         self.kv = kv
@@ -91,7 +93,7 @@ class SchedulerBase:
         prev_end = self._prev_end_s
         contiguous = 0
         stalled: dict[float, int] = {}  # previous-token time → requests decoding after a stall
-        any_finished = False
+        ended: list[Seq] = []  # requests that sampled their last token
         fill, filled = self.fill_block_size, self.filled
         filled.clear()
         cohort = self.cohort
@@ -101,11 +103,10 @@ class SchedulerBase:
                 contiguous = plan.cohort
             else:
                 stalled[cohort.last_s] = plan.cohort
-            done, full = cohort.advance(now)
+            ended, full = cohort.advance(now)
             filled.extend(full)
-            for seq in done:
+            for seq in ended:
                 self._on_output_complete(seq, now)
-            any_finished = bool(done)
         for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
             seq.num_computed += num_new
             if fill and seq.num_computed % fill < num_new:
@@ -124,14 +125,19 @@ class SchedulerBase:
             seq.last_token_s = now
             if seq.num_output == seq.output_tokens:
                 self._on_output_complete(seq, now)
-                any_finished = True
+                ended.append(seq)
         if contiguous and prev_end is not None:
             self.recorder.itl(now - prev_end, contiguous)
         for last, count in stalled.items():
             self.recorder.itl(now - last, count)
         self._prev_end_s = now
-        if any_finished:
-            self.running = [s for s in self.running if s.status is Status.RUNNING]
+        if ended:
+            running = self.running
+            if self.finishes_at_last_token:
+                for seq in ended:
+                    running.remove(seq)
+            else:
+                self.running = [s for s in running if s.status is Status.RUNNING]
         if cohort is not None:
             running, k = self.running, cohort.size
             while k < len(running) and cohort.can_join(running[k]):

@@ -20,6 +20,8 @@ from simkv.metrics.recorder import Recorder
 class StaticScheduler(ContiguousSchedulerBase):
     """One batch at a time, memory reserved for the maximum length."""
 
+    finishes_at_last_token = False  # the whole batch leaves with its last request
+
     def __init__(self, cfg: StaticConfig, kv: ContiguousKV, recorder: Recorder) -> None:
         super().__init__(kv, recorder)
         self.cfg = cfg
