@@ -16,6 +16,7 @@ Three tables come out of a run:
 
 from __future__ import annotations
 
+import struct
 from array import array
 from dataclasses import dataclass
 
@@ -53,7 +54,8 @@ STEP_COLUMNS: tuple[str, ...] = (
     "fork_blocks_independent",
 )
 
-_STEP_WIDTH = len(STEP_COLUMNS)
+_STEP_ROW = struct.Struct("<2d" + "q" * (len(STEP_COLUMNS) - 2))  # time_s, duration_s: floats
+_STEP_DTYPE = np.dtype([(name, "<f8" if k < 2 else "<i8") for k, name in enumerate(STEP_COLUMNS)])
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ class Recorder:
         self._int = {name: array("q") for name in _INT_REQ}
         self._status: list[str] = []
         self._reason: list[str] = []
-        self._steps = array("d")  # row-major, len(STEP_COLUMNS) values per step
+        self._steps = bytearray()  # packed rows, _STEP_ROW.size bytes per step
         self._itl_s = array("d")
         self._itl_count = array("q")
 
@@ -121,11 +123,8 @@ class Recorder:
         self._itl_count.append(count)
 
     def step(self, row: tuple[float | int, ...]) -> None:
-        """One step's values, in :data:`STEP_COLUMNS` order (the counts are ints below 2**53,
-        so they are exact as doubles)."""
-        if len(row) != _STEP_WIDTH:
-            raise ValueError(f"a step row has {_STEP_WIDTH} values, got {len(row)}")
-        self._steps.extend(row)
+        """One step's values, in :data:`STEP_COLUMNS` order (two floats, then ints)."""
+        self._steps += _STEP_ROW.pack(*row)
 
     @property
     def done_ids(self) -> array:
@@ -139,7 +138,7 @@ class Recorder:
 
     @property
     def num_steps(self) -> int:
-        return len(self._steps) // _STEP_WIDTH
+        return len(self._steps) // _STEP_ROW.size
 
     def frames(self) -> RunFrames:
         """Build the DataFrames (once, at the end of the run)."""
@@ -157,13 +156,9 @@ class Recorder:
                  "prefix_hit_tokens", "cache_hit_tokens", "status", "reason"]  # fmt: skip
         requests = pd.DataFrame({name: data[name] for name in order})
         requests = requests.sort_values("req_id", kind="stable").reset_index(drop=True)
-        rows = _as_numpy(self._steps, np.float64).reshape(-1, _STEP_WIDTH)
-        steps = pd.DataFrame(
-            {
-                name: rows[:, k].copy() if k < 2 else rows[:, k].astype(np.int64)
-                for k, name in enumerate(STEP_COLUMNS)
-            }
-        )
+        rows = np.frombuffer(self._steps, dtype=_STEP_DTYPE)  # a view: no copy of the buffer
+        steps = pd.DataFrame({name: rows[name].copy() for name in STEP_COLUMNS})
+        del rows  # releases the buffer export: the recorder stays appendable
         itl = pd.DataFrame(
             {
                 "itl_s": np.asarray(self._itl_s, dtype=np.float64),
