@@ -106,10 +106,9 @@ class Engine:
             self._wake.succeed()
 
     def _admit(self, now: float) -> None:
-        if self._inbox:
-            for i, arrival_s in self._inbox:
-                self._arrive(i, arrival_s, now)
-            self._inbox.clear()
+        for i, arrival_s in self._inbox:
+            self._arrive(i, arrival_s, now)
+        self._inbox.clear()
 
     def _release_follow_ups(self) -> None:
         if not self._sessions.closed_loop:
@@ -166,8 +165,9 @@ class Engine:
         env, sched, cost, rec = self.env, self.scheduler, self.cost, self.recorder
         total = len(self._arrival_s)
         while True:
-            self._admit(env.now)
             start = env.now
+            if self._inbox:
+                self._admit(start)
             plan = sched.schedule(start)
             self._release_follow_ups()  # requests rejected at arrival or admission
             if plan.empty:

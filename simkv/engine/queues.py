@@ -22,26 +22,18 @@ class WaitingQueue(Protocol):
     def __len__(self) -> int: ...
 
 
-class FcfsQueue:
-    """First come, first served; preempted requests go back to the head (as vLLM does)."""
+class FcfsQueue(deque[Seq]):
+    """First come, first served; preempted requests go back to the head (as vLLM does).
 
-    def __init__(self) -> None:
-        self._q: deque[Seq] = deque()
+    A deque with the queue's method names (so ``len`` and truth tests cost no Python call).
+    """
 
-    def push(self, seq: Seq) -> None:
-        self._q.append(seq)
-
-    def push_front(self, seq: Seq) -> None:
-        self._q.appendleft(seq)
+    push = deque.append
+    push_front = deque.appendleft
+    pop = deque.popleft  # type: ignore[assignment]
 
     def peek(self) -> Seq:
-        return self._q[0]
-
-    def pop(self) -> Seq:
-        return self._q.popleft()
-
-    def __len__(self) -> int:
-        return len(self._q)
+        return self[0]
 
 
 class PriorityQueue:

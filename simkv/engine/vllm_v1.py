@@ -15,6 +15,9 @@ There is no watermark and no swapping in V1: KV that cannot be kept is recompute
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from simkv.config.policy import PreemptionConfig, VllmV1Config
 from simkv.engine.cohort import DecodeCohort
 from simkv.engine.paged_kv import PagedKV
@@ -56,29 +59,31 @@ class VllmV1Scheduler(SchedulerBase):
         budget = self.cfg.max_num_batched_tokens
         cohort = self.cohort
         if cohort is not None and cohort.size:
-            newest = self.victim == "newest"
-            preempt_last = (lambda: self._preempt_last(plan)) if newest else None
-            if self._cohort_fits(cohort, budget) and cohort.take_blocks(self.running, preempt_last):
+            if self.victim == "newest":
+                fits = cohort.size <= budget
+                preempt_last: Callable[[], Seq] | None = partial(self._preempt_last, plan)
+            else:
+                fits, preempt_last = self._cohort_fits(cohort, budget), None
+            if fits and cohort.take_blocks(self.running, preempt_last):
                 size = plan.cohort = cohort.size
                 plan.decode_tokens = size
                 plan.attention_pairs = plan.kv_read_tokens = cohort.context + size
                 budget -= size
             else:
                 cohort.flush(self.running)
-        budget = self._schedule_running(plan, budget, plan.cohort)
-        if not plan.preempted:
+        if plan.cohort < len(self.running):
+            budget = self._schedule_running(plan, budget, plan.cohort)
+        if self.waiting and not plan.preempted:
             self._schedule_waiting(plan, budget, now)
         return plan
 
     def _cohort_fits(self, cohort: DecodeCohort, budget: int) -> bool:
-        """Whether the members can decode as one block before the other running requests: the
-        budget covers them and, unless the victim policy is ``newest`` (which the cohort
-        replays exactly: victims are taken from the end of the running list), no running
+        """For victim policies other than ``newest`` (which the cohort replays exactly: victims
+        are taken from the end of the running list): whether the members can decode as one
+        block before the other running requests — the budget covers them and no running
         request can run short of blocks, so no member can become a victim."""
         if cohort.size > budget:
             return False
-        if self.victim == "newest":
-            return True
         budget -= cohort.size
         need, kv = cohort.blocks_due(), self.kv
         for seq in self.running[cohort.size :]:

@@ -100,6 +100,12 @@ class HashPrefixCache:
         """``insert`` blocks ``start`` to ``stop - 1`` of one sequence (``keys[j]`` is block
         ``blocks[j]``'s chained key)."""
         block_of, key_of = self.block_of, self.key_of
+        if stop - start > 4:  # a long run (a prompt): checked and inserted at C speed
+            run_keys, run_blocks = keys[start:stop], blocks[start:stop]
+            if block_of.keys().isdisjoint(run_keys) and key_of.keys().isdisjoint(run_blocks):
+                block_of.update(zip(run_keys, run_blocks, strict=True))
+                key_of.update(zip(run_blocks, run_keys, strict=True))
+                return
         for j in range(start, stop):
             key, block = keys[j], blocks[j]
             if key not in block_of and block not in key_of:

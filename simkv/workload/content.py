@@ -85,17 +85,14 @@ class UniqueKeys:
     :class:`KeyStream` key.
     """
 
-    __slots__ = ("_base", "keys")
+    __slots__ = ("keys",)
 
     def __init__(self, req_id: int) -> None:
-        self._base = -(req_id << 32) - 1
-        self.keys: list[int] = []
+        base = -(req_id << 32) - 1
+        self.keys = range(base, base - (1 << 32), -1)  # every key, lazily (a range)
 
-    def extend(self, num_blocks: int) -> list[int]:
-        """Make ``keys`` hold at least the first ``num_blocks`` keys; returns ``keys``."""
-        have = len(self.keys)
-        if have < num_blocks:
-            self.keys.extend(range(self._base - have, self._base - num_blocks, -1))
+    def extend(self, num_blocks: int) -> range:
+        """``keys`` (it holds every key already); the :class:`KeyStream` interface."""
         return self.keys
 
 
