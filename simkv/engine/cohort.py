@@ -135,6 +135,11 @@ class DecodeCohort:
         self._fill.clear()
         self._finish.clear()
 
+    def next_finish(self) -> int:
+        """The earliest tick at which a member may sample its last token (stale entries make
+        it early, never late); far away when there is no member."""
+        return min(self._finish, default=self.tick + (1 << 62))
+
     def blocks_due(self) -> int:
         """Blocks the members need before the next step (an upper bound: stale entries)."""
         due = self._alloc.get(self.tick + 1)

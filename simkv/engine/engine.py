@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import simpy
 
+from simkv.engine.cohort import DecodeCohort
 from simkv.engine.cost_model import CostModel
 from simkv.engine.groups import ForkGroup
 from simkv.engine.plan import StepPlan
@@ -168,6 +169,12 @@ class Engine:
             start = env.now
             if self._inbox:
                 self._admit(start)
+            if self.fast_forward:
+                cohort = sched.decode_run()
+                if cohort is not None:
+                    yield from self._decode_run(cohort)
+                    if env.now != start:
+                        continue
             plan = sched.schedule(start)
             self._release_follow_ups()  # requests rejected at arrival or admission
             if plan.empty:
@@ -199,6 +206,31 @@ class Engine:
                 sched.breakdown()  # every waste category >= 0
             if self.progress is not None and rec.num_steps % 512 == 0:
                 self.progress(rec.num_done, total)
+
+    def _decode_run(self, cohort: DecodeCohort) -> Generator[simpy.Event, None, None]:
+        """Steps in which only the cohort decodes (:meth:`Scheduler.decode_run`), without
+        building plans: up to the step before a member's last token, the last step ending
+        before the next event (an arrival or a think time, so nothing can join), or a block
+        shortage. Each step is still one SimPy timeout, so times are the same floats."""
+        env, sched, cost, rec = self.env, self.scheduler, self.cost, self.recorder
+        horizon = env.peek()
+        ticks = cohort.next_finish() - cohort.tick - 1
+        running: list[Seq] = []  # unused: take_blocks without preemption never touches it
+        plan = StepPlan()  # each step's row; the same object, updated
+        while ticks > 0:
+            size = plan.cohort = plan.decode_tokens = cohort.size
+            plan.attention_pairs = plan.kv_read_tokens = cohort.context + size
+            duration = cost.step_time_s(plan)
+            start = env.now
+            if start + duration >= horizon or not cohort.take_blocks(running):
+                return
+            yield env.timeout(duration)
+            sched.complete_decode_run_step(plan, env.now)
+            self._record(start, duration, plan)
+            self.fast_forward_steps += 1
+            ticks -= 1
+            if self.progress is not None and rec.num_steps % 512 == 0:
+                self.progress(rec.num_done, len(self._arrival_s))
 
     def _record(self, start: float, duration: float, plan: StepPlan) -> None:
         sched = self.scheduler

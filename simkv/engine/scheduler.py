@@ -41,6 +41,8 @@ class Scheduler(Protocol):
     def cache_state(self) -> tuple[int, int, int]: ...
     def fork_state(self) -> tuple[int, int]: ...
     def lazy_decode(self, on: bool) -> None: ...
+    def decode_run(self) -> DecodeCohort | None: ...
+    def complete_decode_run_step(self, plan: StepPlan, now: float) -> None: ...
     @property
     def prev_end_s(self) -> float | None: ...
     def check(self) -> None: ...
@@ -143,6 +145,27 @@ class SchedulerBase:
             while k < len(running) and cohort.can_join(running[k]):
                 cohort.join(running[k])
                 k += 1
+
+    def decode_run(self) -> DecodeCohort | None:
+        """The cohort, when the next steps can only be its members' decodes: every running
+        request is a member and nothing waits (subclasses add their own conditions)."""
+        cohort = self.cohort
+        if cohort is None or not cohort.size or cohort.size != len(self.running) or self.waiting:
+            return None
+        return cohort
+
+    def complete_decode_run_step(self, plan: StepPlan, now: float) -> None:
+        """:meth:`complete` for a step of a decode run (:meth:`decode_run`) that ended at
+        ``now``: only the members decoded, none sampled its last token."""
+        cohort = self.cohort
+        assert cohort is not None and self._prev_end_s is not None
+        self.kv.commit(plan)
+        self.recorder.itl(now - cohort.last_s, cohort.size)
+        ended, filled = cohort.advance(now)
+        assert not ended, "a decode run ends before its first finish"
+        if filled and self.fill_block_size:
+            self.kv.cache_computed(filled)
+        self._prev_end_s = now
 
     def _on_output_complete(self, seq: Seq, now: float) -> None:
         """A request produced its last token (request-level batching overrides this)."""

@@ -135,6 +135,12 @@ class VllmV0Scheduler(SchedulerBase):
     def lazy_decode(self, on: bool) -> None:
         self.cohort = DecodeCohort(self.kv) if on else None
 
+    def decode_run(self) -> DecodeCohort | None:
+        """Also nothing swapped out and no multi-sequence request."""
+        if self.swapped or self.groups:
+            return None
+        return super().decode_run()
+
     def _schedule_running(self, plan: StepPlan, now: float) -> None:
         """Decode every running request; the cohort's members (if any) first, as one block.
 

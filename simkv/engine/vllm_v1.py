@@ -54,6 +54,13 @@ class VllmV1Scheduler(SchedulerBase):
     def lazy_decode(self, on: bool) -> None:
         self.cohort = DecodeCohort(self.kv) if on else None
 
+    def decode_run(self) -> DecodeCohort | None:
+        """Also the members fit the token budget."""
+        cohort = super().decode_run()
+        if cohort is None or cohort.size > self.cfg.max_num_batched_tokens:
+            return None
+        return cohort
+
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
         budget = self.cfg.max_num_batched_tokens

@@ -27,22 +27,24 @@ from simkv.kv.allocator import BlockId, OrderedFreeQueue, ReuseOrder
 class HashPrefixCache:
     """vLLM 0.11 hash-based prefix cache over a FIFO (or LIFO) free queue.
 
-    Invariants: ``block_of`` and ``key_of`` are inverse maps; a cached block is either in use
-    (refcount ≥ 1) or in the free queue; ``pop`` evicts the block it returns.
+    Invariants: ``block_of`` (key → block) and ``key_of`` (block → key, ``None`` when the block
+    holds nothing cached; a list indexed by block id) are inverse maps; a cached block is either
+    in use (refcount ≥ 1) or in the free queue; ``pop`` evicts the block it returns.
     """
 
     def __init__(self, num_blocks: int, reuse: ReuseOrder | str = ReuseOrder.FIFO) -> None:
         self._queue = OrderedFreeQueue(range(num_blocks), reuse)
         self._pop_head = self._queue.pop
         self.block_of: dict[int, BlockId] = {}
-        self.key_of: dict[BlockId, int] = {}
+        self.key_of: list[int | None] = [None] * num_blocks
         self.evictions = 0
 
     # -- free queue ---------------------------------------------------------------------------
     def pop(self) -> BlockId:
         block = self._pop_head()
-        key = self.key_of.pop(block, None)
+        key = self.key_of[block]
         if key is not None:
+            self.key_of[block] = None
             del self.block_of[key]
             self.evictions += 1
         return block
@@ -52,12 +54,12 @@ class HashPrefixCache:
 
     def pop_many(self, n: int) -> list[BlockId]:
         blocks = self._queue.pop_many(n)
-        key_of = self.key_of
-        if key_of:
-            block_of, evicted = self.block_of, 0
+        if self.block_of:
+            key_of, block_of, evicted = self.key_of, self.block_of, 0
             for block in blocks:
-                key = key_of.pop(block, None)
+                key = key_of[block]
                 if key is not None:
+                    key_of[block] = None
                     del block_of[key]
                     evicted += 1
             self.evictions += evicted
@@ -79,8 +81,9 @@ class HashPrefixCache:
     def lookup(self, keys: Sequence[int]) -> list[BlockId]:
         """Blocks of the longest cached prefix of ``keys`` (stops at the first miss)."""
         hits: list[BlockId] = []
+        block_of = self.block_of
         for key in keys:
-            block = self.block_of.get(key)
+            block = block_of.get(key)
             if block is None:
                 break
             hits.append(block)
@@ -88,7 +91,7 @@ class HashPrefixCache:
 
     def insert(self, key: int, parent: int | None, block: BlockId) -> bool:
         """Cache a full, computed block; False if the key is cached already (first one wins)."""
-        if key in self.block_of or block in self.key_of:
+        if key in self.block_of or self.key_of[block] is not None:
             return False
         self.block_of[key] = block
         self.key_of[block] = key
@@ -100,21 +103,15 @@ class HashPrefixCache:
         """``insert`` blocks ``start`` to ``stop - 1`` of one sequence (``keys[j]`` is block
         ``blocks[j]``'s chained key)."""
         block_of, key_of = self.block_of, self.key_of
-        if stop - start > 4:  # a long run (a prompt): checked and inserted at C speed
-            run_keys, run_blocks = keys[start:stop], blocks[start:stop]
-            if block_of.keys().isdisjoint(run_keys) and key_of.keys().isdisjoint(run_blocks):
-                block_of.update(zip(run_keys, run_blocks, strict=True))
-                key_of.update(zip(run_blocks, run_keys, strict=True))
-                return
         for j in range(start, stop):
             key, block = keys[j], blocks[j]
-            if key not in block_of and block not in key_of:
+            if key not in block_of and key_of[block] is None:
                 block_of[key] = block
                 key_of[block] = key
 
     @property
     def cached_blocks(self) -> int:
-        return len(self.key_of)
+        return len(self.block_of)
 
 
 @dataclass(slots=True)
