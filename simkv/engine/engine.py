@@ -233,13 +233,11 @@ class Engine:
                 self.progress(rec.num_done, len(self._arrival_s))
 
     def _record(self, start: float, duration: float, plan: StepPlan) -> None:
-        sched = self.scheduler
-        used, free, cpu_used = sched.memory_state()
+        memory, cache = self.scheduler.step_state()
         self.recorder.step((
-            start, duration, plan.prefill_tokens, plan.decode_tokens, plan.num_seqs,
-            *sched.queue_lengths(), used, free, *sched.kv_slots(), cpu_used, plan.preempted,
-            plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks, plan.cache_hit_tokens,
-            *sched.cache_state(), *sched.fork_state(),
+            start, duration, plan.prefill_tokens, plan.decode_tokens, plan.num_seqs, *memory,
+            plan.preempted, plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks,
+            plan.cache_hit_tokens, *cache,
         ))  # fmt: skip
 
 

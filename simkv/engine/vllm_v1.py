@@ -44,6 +44,10 @@ class VllmV1Scheduler(SchedulerBase):
     def memory_state(self) -> tuple[int, int, int]:
         return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, 0
 
+    def step_state(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        memory, cache = self.kv.step_state(len(self.waiting), len(self.running), 0, 0)
+        return memory, (*cache, 0, 0)
+
     def _chunk(self, num_new: int, budget: int) -> int:
         """Tokens to schedule out of ``num_new`` remaining: threshold and budget applied."""
         threshold = self.cfg.long_prefill_token_threshold
