@@ -6,7 +6,7 @@ swap pool (``swap.py``) call ``alloc``/``incref``/``free`` and never touch the c
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, NewType, Protocol
@@ -135,6 +135,79 @@ class OrderedFreeQueue:
         return iter(self._queue)
 
 
+class FifoFreeQueue:
+    """FIFO free queue on a deque: O(1) push and pop, bulk pushes and pops at C speed.
+
+    Removing a block from the middle (a prefix-cache hit revives it) is lazy: the dead entry
+    stays in the deque and is skipped when it reaches the head. Under FIFO a block's dead
+    entries are always older than its live one, so ``_stale[b]`` (dead entries of ``b`` still
+    queued) tells which to skip. Same order and contents as :class:`OrderedFreeQueue` (FIFO);
+    ``tests/kv/test_free_queue.py`` checks this on random operation sequences.
+    """
+
+    __slots__ = ("_len", "_queue", "_stale")
+
+    def __init__(self, block_ids: Iterable[int]) -> None:
+        self._queue: deque[BlockId] = deque(map(BlockId, block_ids))
+        self._len = len(self._queue)
+        self._stale: dict[BlockId, int] = {}
+
+    def pop(self) -> BlockId:
+        queue, stale = self._queue, self._stale
+        while True:
+            block_id = queue.popleft()
+            dead = stale.get(block_id) if stale else None
+            if dead is None:
+                self._len -= 1
+                return block_id
+            if dead == 1:
+                del stale[block_id]
+            else:
+                stale[block_id] = dead - 1
+
+    def push(self, block_id: BlockId) -> None:
+        self._queue.append(block_id)
+        self._len += 1
+
+    def pop_many(self, n: int) -> list[BlockId]:
+        if self._stale:
+            return [self.pop() for _ in range(n)]
+        popleft = self._queue.popleft
+        blocks = [popleft() for _ in range(n)]
+        self._len -= n
+        return blocks
+
+    def push_many(self, block_ids: Sequence[BlockId]) -> None:
+        self._queue.extend(block_ids)
+        self._len += len(block_ids)
+
+    def remove(self, block_id: BlockId) -> None:
+        self._stale[block_id] = self._stale.get(block_id, 0) + 1
+        self._len -= 1
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[BlockId]:
+        stale = dict(self._stale)
+        for block_id in self._queue:
+            dead = stale.get(block_id)
+            if dead:
+                stale[block_id] = dead - 1
+            else:
+                yield block_id
+
+
+def make_free_queue(
+    block_ids: Iterable[int], reuse: ReuseOrder | str = ReuseOrder.FIFO
+) -> FreeQueue:
+    """The fastest free queue for ``reuse``: :class:`FifoFreeQueue` or (LIFO)
+    :class:`OrderedFreeQueue`."""
+    if ReuseOrder(reuse) is ReuseOrder.FIFO:
+        return FifoFreeQueue(block_ids)
+    return OrderedFreeQueue(block_ids, reuse)
+
+
 class BlockAllocator:
     """Hands out fixed-size physical KV blocks with reference counting.
 
@@ -167,7 +240,7 @@ class BlockAllocator:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         self._reuse = ReuseOrder(reuse)
         self._block_size = block_size
-        self._free: FreeQueue = free_queue or OrderedFreeQueue(range(num_blocks), self._reuse)
+        self._free: FreeQueue = free_queue or make_free_queue(range(num_blocks), self._reuse)
         if len(self._free) != num_blocks:
             raise ValueError("a free_queue must start with every block")
         self._refcount: list[int] = [0] * num_blocks

@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from simkv.kv.allocator import BlockId, OrderedFreeQueue, ReuseOrder
+from simkv.kv.allocator import BlockId, FreeQueue, ReuseOrder, make_free_queue
 
 
 class HashPrefixCache:
@@ -33,7 +33,7 @@ class HashPrefixCache:
     """
 
     def __init__(self, num_blocks: int, reuse: ReuseOrder | str = ReuseOrder.FIFO) -> None:
-        self._queue = OrderedFreeQueue(range(num_blocks), reuse)
+        self._queue = make_free_queue(range(num_blocks), reuse)
         self._pop_head = self._queue.pop
         self.block_of: dict[int, BlockId] = {}
         self.key_of: list[int | None] = [None] * num_blocks
@@ -132,7 +132,7 @@ class RadixPrefixCache:
     """
 
     num_blocks: int
-    _uncached: OrderedFreeQueue = field(init=False)
+    _uncached: FreeQueue = field(init=False)
     _nodes: dict[int, _Node] = field(default_factory=dict)
     _key_of: dict[BlockId, int] = field(default_factory=dict)
     _heap: list[tuple[int, int]] = field(default_factory=list)  # (stamp, key)
@@ -141,7 +141,7 @@ class RadixPrefixCache:
     evictions: int = 0
 
     def __post_init__(self) -> None:
-        self._uncached = OrderedFreeQueue(range(self.num_blocks))
+        self._uncached = make_free_queue(range(self.num_blocks))
 
     def _tick(self) -> int:
         self._clock += 1
