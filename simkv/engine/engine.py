@@ -12,9 +12,11 @@ after turn k has left the system (finished, rejected or aborted).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
+import numpy as np
 import simpy
 
 from simkv.engine.cohort import DecodeCohort
@@ -72,10 +74,11 @@ class Engine:
         self.limits = limits
         self.check_invariants = check_invariants
         self.progress = progress
-        self._arrival_s = workload.arrival_s.tolist()
-        self._prompt = workload.prompt_tokens.tolist()
-        self._output = workload.output_tokens.tolist()
-        self._priority = workload.priority.tolist()
+        # typed arrays: 8 bytes a request, Python ints and floats only when read
+        self._arrival_s = array("d", workload.arrival_s.astype(np.float64).tobytes())
+        self._prompt = array("q", workload.prompt_tokens.astype(np.int64).tobytes())
+        self._output = array("q", workload.output_tokens.astype(np.int64).tobytes())
+        self._priority = array("q", workload.priority.astype(np.int64).tobytes())
         self._content = workload.content
         self._sessions = Sessions(workload)
         self._sampling = _sampling_columns(workload, scheduler)

@@ -17,7 +17,7 @@ class Sessions:
         n = len(workload)
         self._next: dict[int, int] = {}
         if workload.session_id is None or workload.turn is None or workload.think_s is None:
-            self.independent = list(range(n))
+            self.independent: range | list[int] = range(n)
             self._think: list[float] = []
             self.closed_loop = False
             return

@@ -76,9 +76,10 @@ _INT_REQ = (
 _NAN = float("nan")
 
 
-def _as_numpy(column: array, dtype: type) -> np.ndarray:
-    """A copy as numpy (the array stays appendable: no buffer export outlives this call)."""
-    return np.frombuffer(column, dtype=dtype).copy() if len(column) else np.zeros(0, dtype=dtype)
+def _view(column: array, dtype: type) -> np.ndarray:
+    """A read-only numpy view of ``column`` (callers copy out of it and drop it: while a view
+    exists the array cannot grow)."""
+    return np.frombuffer(column, dtype=dtype) if len(column) else np.zeros(0, dtype=dtype)
 
 
 class Recorder:
@@ -114,7 +115,7 @@ class Recorder:
         )  # fmt: skip
         for name, value in zip(_INT_REQ, values, strict=True):
             i[name].append(value)
-        self._status.append(str(seq.status))
+        self._status.append(seq.status.value)  # the enum's own string: no copy per request
         self._reason.append(seq.reason)
 
     def itl(self, gap_s: float, count: int = 1) -> None:
@@ -141,28 +142,39 @@ class Recorder:
         return len(self._steps) // _STEP_ROW.size
 
     def frames(self) -> RunFrames:
-        """Build the DataFrames (once, at the end of the run)."""
-        data: dict[str, object] = {"req_id": _as_numpy(self._int["req_id"], np.int64)}
+        """Build the DataFrames (once, at the end of the run).
+
+        Memory: each column is copied once, straight into its final (sorted) order, and the
+        frames are not consolidated (``copy=False``), so a million-request run's frames cost
+        about what its recorded columns do.
+        """
+        ids = _view(self._int["req_id"], np.int64)
+        order = np.argsort(ids, kind="stable")  # requests were recorded as they left
+        data: dict[str, object] = {"req_id": ids[order]}
         for name in _FLOAT_REQ:
-            data[name] = _as_numpy(self._float[name], np.float64)
+            data[name] = _view(self._float[name], np.float64)[order]
         for name in _INT_REQ[1:]:
-            data[name] = _as_numpy(self._int[name], np.int64)
-        data["truncated"] = _as_numpy(self._int["truncated"], np.int64).astype(bool)
-        data["status"] = self._status
-        data["reason"] = self._reason
-        order = ["req_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
-                 "prompt_tokens", "output_tokens", "generated_tokens", "num_seqs", "truncated",
-                 "priority", "preemptions", "swaps", "swapped_bytes", "recomputed_tokens",
-                 "prefix_hit_tokens", "cache_hit_tokens", "status", "reason"]  # fmt: skip
-        requests = pd.DataFrame({name: data[name] for name in order})
-        requests = requests.sort_values("req_id", kind="stable").reset_index(drop=True)
+            data[name] = _view(self._int[name], np.int64)[order]
+        data["truncated"] = data["truncated"].astype(bool)  # type: ignore[union-attr]
+        data["status"] = np.array(self._status, dtype=object)[order]
+        data["reason"] = np.array(self._reason, dtype=object)[order]
+        del ids
+        columns = ["req_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
+                   "prompt_tokens", "output_tokens", "generated_tokens", "num_seqs", "truncated",
+                   "priority", "preemptions", "swaps", "swapped_bytes", "recomputed_tokens",
+                   "prefix_hit_tokens", "cache_hit_tokens", "status", "reason"]  # fmt: skip
+        requests = pd.DataFrame({name: data[name] for name in columns}, copy=False)
+        del data
         rows = np.frombuffer(self._steps, dtype=_STEP_DTYPE)  # a view: no copy of the buffer
-        steps = pd.DataFrame({name: rows[name].copy() for name in STEP_COLUMNS})
+        steps = pd.DataFrame(
+            {name: np.ascontiguousarray(rows[name]) for name in STEP_COLUMNS}, copy=False
+        )
         del rows  # releases the buffer export: the recorder stays appendable
         itl = pd.DataFrame(
             {
                 "itl_s": np.asarray(self._itl_s, dtype=np.float64),
                 "count": np.asarray(self._itl_count, dtype=np.int64),
-            }
+            },
+            copy=False,
         )
         return RunFrames(requests=requests, steps=steps, itl=itl)
