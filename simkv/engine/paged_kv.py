@@ -132,8 +132,9 @@ class PagedKV:
         self.written_tokens -= seq.num_computed
         self.internal_slots -= self._internal(seq)
         table = seq.table
-        if self.cache is not None:
+        if self.cache is not None and seq.keys is not None:
             self._register(seq)
+            self.cache.retire(seq.keys, table.block_ids, seq.cached_upto)
         self.shared_tokens -= self.gpu.release(table.block_ids) * self.block_size
         table.block_ids = []
         table.length = 0
@@ -145,7 +146,7 @@ class PagedKV:
         if self.cache is None or seq.keys is None:
             return []
         limit = (seq.num_tokens - 1) // self.block_size
-        return self.cache.lookup(seq.keys.extend(limit)[:limit])
+        return self.cache.lookup_stream(seq.keys, limit)
 
     def allocate_with_prefix(self, seq: Seq, hits: list[BlockId], num_new: int) -> bool:
         """Admit ``seq`` onto its cached ``hits`` plus room for ``num_new`` more tokens.
@@ -189,7 +190,7 @@ class PagedKV:
         cache, full = self.cache, seq.num_computed // self.block_size
         if cache is None or seq.keys is None or full <= seq.cached_upto:
             return
-        cache.insert_run(seq.keys.extend(full), seq.table.block_ids, seq.cached_upto, full)
+        cache.insert_stream(seq.keys, seq.table.block_ids, seq.cached_upto, full)
         seq.cached_upto = full
 
     def cache_state(self) -> tuple[int, int, int]:

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from simkv.kv.allocator import BlockId, FreeQueue, ReuseOrder, make_free_queue
+from simkv.workload.content import KeyStream, UniqueKeys
 
 
 class HashPrefixCache:
@@ -30,14 +31,26 @@ class HashPrefixCache:
     Invariants: ``block_of`` (key → block) and ``key_of`` (block → key, ``None`` when the block
     holds nothing cached; a list indexed by block id) are inverse maps; a cached block is either
     in use (refcount ≥ 1) or in the free queue; ``pop`` evicts the block it returns.
+
+    Requests without content (:class:`~simkv.workload.content.UniqueKeys`: keys only they can
+    hit) are kept without any per-block map entry under FIFO reuse (``by_owner``): their
+    registration is a count, their blocks get their keys in ``key_of`` when freed
+    (:meth:`retire`), and the request itself remembers which blocks those were. This is the
+    same cache: under FIFO a freed request's blocks are evicted last block first, so what
+    survives of it is always a prefix and every registration succeeds (no key is ever held
+    twice). ``tests/kv/test_prefix_cache.py`` runs engines both ways and compares.
     """
 
-    def __init__(self, num_blocks: int, reuse: ReuseOrder | str = ReuseOrder.FIFO) -> None:
+    def __init__(
+        self, num_blocks: int, reuse: ReuseOrder | str = ReuseOrder.FIFO, by_owner: bool = True
+    ) -> None:
         self._queue = make_free_queue(range(num_blocks), reuse)
         self._pop_head = self._queue.pop
         self.block_of: dict[int, BlockId] = {}
         self.key_of: list[int | None] = [None] * num_blocks
         self.evictions = 0
+        self.by_owner = by_owner and ReuseOrder(reuse) is ReuseOrder.FIFO
+        self._owned = 0  # cached blocks of content-less requests (not in block_of)
 
     # -- free queue ---------------------------------------------------------------------------
     def pop(self) -> BlockId:
@@ -45,24 +58,33 @@ class HashPrefixCache:
         key = self.key_of[block]
         if key is not None:
             self.key_of[block] = None
-            del self.block_of[key]
-            self.evictions += 1
+            self._evict(key)
         return block
+
+    def _evict(self, key: int) -> None:
+        if key in self.block_of:
+            del self.block_of[key]
+        else:
+            self._owned -= 1
+        self.evictions += 1
 
     def push(self, block_id: BlockId) -> None:
         self._queue.push(block_id)
 
     def pop_many(self, n: int) -> list[BlockId]:
         blocks = self._queue.pop_many(n)
-        if self.block_of:
-            key_of, block_of, evicted = self.key_of, self.block_of, 0
-            for block in blocks:
-                key = key_of[block]
-                if key is not None:
-                    key_of[block] = None
+        key_of, block_of, evicted, owned = self.key_of, self.block_of, 0, 0
+        for block in blocks:
+            key = key_of[block]
+            if key is not None:
+                key_of[block] = None
+                evicted += 1
+                if key in block_of:
                     del block_of[key]
-                    evicted += 1
-            self.evictions += evicted
+                else:
+                    owned += 1
+        self.evictions += evicted
+        self._owned -= owned
         return blocks
 
     def push_many(self, block_ids: Sequence[BlockId]) -> None:
@@ -89,6 +111,18 @@ class HashPrefixCache:
             hits.append(block)
         return hits
 
+    def lookup_stream(self, stream: KeyStream | UniqueKeys, limit: int) -> list[BlockId]:
+        """:meth:`lookup` of a request's first ``limit`` block keys."""
+        if not (self.by_owner and isinstance(stream, UniqueKeys)):
+            return self.lookup(stream.extend(limit)[:limit])
+        hits: list[BlockId] = []
+        key_of, keys = self.key_of, stream.keys
+        for j, block in enumerate(stream.cached[:limit]):
+            if key_of[block] != keys[j]:
+                break
+            hits.append(block)
+        return hits
+
     def insert(self, key: int, parent: int | None, block: BlockId) -> bool:
         """Cache a full, computed block; False if the key is cached already (first one wins)."""
         if key in self.block_of or self.key_of[block] is not None:
@@ -97,21 +131,32 @@ class HashPrefixCache:
         self.key_of[block] = key
         return True
 
-    def insert_run(
-        self, keys: Sequence[int], blocks: Sequence[BlockId], start: int, stop: int
+    def insert_stream(
+        self, stream: KeyStream | UniqueKeys, blocks: Sequence[BlockId], start: int, stop: int
     ) -> None:
-        """``insert`` blocks ``start`` to ``stop - 1`` of one sequence (``keys[j]`` is block
-        ``blocks[j]``'s chained key)."""
-        block_of, key_of = self.block_of, self.key_of
+        """``insert`` blocks ``start`` to ``stop - 1`` of one request (``blocks[j]`` holds its
+        ``j``-th block key)."""
+        if self.by_owner and isinstance(stream, UniqueKeys):
+            self._owned += stop - start  # keys go to key_of when the blocks are freed
+            return
+        keys, block_of, key_of = stream.extend(stop), self.block_of, self.key_of
         for j in range(start, stop):
             key, block = keys[j], blocks[j]
             if key not in block_of and key_of[block] is None:
                 block_of[key] = block
                 key_of[block] = key
 
+    def retire(self, stream: KeyStream | UniqueKeys, blocks: list[BlockId], cached: int) -> None:
+        """A request is about to free ``blocks``, the first ``cached`` of them registered."""
+        if self.by_owner and isinstance(stream, UniqueKeys):
+            key_of, keys = self.key_of, stream.keys
+            for j in range(cached):
+                key_of[blocks[j]] = keys[j]
+            stream.cached = blocks[:cached]
+
     @property
     def cached_blocks(self) -> int:
-        return len(self.block_of)
+        return len(self.block_of) + self._owned
 
 
 @dataclass(slots=True)
@@ -240,12 +285,20 @@ class RadixPrefixCache:
             self._nodes[parent].children += 1
         return True
 
-    def insert_run(
-        self, keys: Sequence[int], blocks: Sequence[BlockId], start: int, stop: int
+    def lookup_stream(self, stream: KeyStream | UniqueKeys, limit: int) -> list[BlockId]:
+        """:meth:`lookup` of a request's first ``limit`` block keys."""
+        return self.lookup(stream.extend(limit)[:limit])
+
+    def insert_stream(
+        self, stream: KeyStream | UniqueKeys, blocks: Sequence[BlockId], start: int, stop: int
     ) -> None:
-        """``insert`` blocks ``start`` to ``stop - 1`` of one sequence, each under its parent."""
+        """``insert`` blocks ``start`` to ``stop - 1`` of one request, each under its parent."""
+        keys = stream.extend(stop)
         for j in range(start, stop):
             self.insert(keys[j], keys[j - 1] if j else None, blocks[j])
+
+    def retire(self, stream: KeyStream | UniqueKeys, blocks: list[BlockId], cached: int) -> None:
+        """A request is about to free its blocks (nothing to note here)."""
 
     @property
     def cached_blocks(self) -> int:

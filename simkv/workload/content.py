@@ -85,11 +85,12 @@ class UniqueKeys:
     :class:`KeyStream` key.
     """
 
-    __slots__ = ("keys",)
+    __slots__ = ("cached", "keys")
 
     def __init__(self, req_id: int) -> None:
         base = -(req_id << 32) - 1
         self.keys = range(base, base - (1 << 32), -1)  # every key, lazily (a range)
+        self.cached: list[int] = []  # a prefix cache's note of the blocks that held them
 
     def extend(self, num_blocks: int) -> range:
         """``keys`` (it holds every key already); the :class:`KeyStream` interface."""

@@ -104,3 +104,49 @@ def test_multi_turn_session_is_closed_loop_and_hits_the_previous_answer(tmp_path
     assert req.loc[1, "arrival_s"] == pytest.approx(0.562)
     assert req.loc[1, "prefix_hit_tokens"] == 12
     assert req.loc[1, "finish_s"] == pytest.approx(0.576)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_contentless_requests_cached_by_owner_match_the_key_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Requests without content keep their cached blocks without per-block map entries (FIFO
+    reuse); a tight pool (preemptions, re-hits, evictions) gives the same frames as keying
+    every block in the map."""
+    import functools
+
+    import pandas as pd
+    import yaml
+
+    from simkv.config.sim import SimConfig
+    from simkv.engine import paged_kv
+    from simkv.kv.prefix_cache import HashPrefixCache
+
+    data = {
+        "name": "owner", "seed": seed,
+        "workload": {
+            "kind": "synthetic", "num_requests": 150, "arrival": {"kind": "poisson", "rate": 8.0},
+            "prompt_tokens": {"kind": "lognormal", "mean": 300, "median": 200, "max": 900},
+            "output_tokens": {"kind": "lognormal", "mean": 120, "median": 60, "max": 400},
+        },
+        "model": {"preset": "llama-2-7b", "max_model_len": 1400},
+        "gpu": "a100-40gb",
+        "kv_cache": {"block_size": 16, "num_blocks": 110, "prefix_caching": "hash"},
+        "scheduler": {"kind": "vllm_v1", "max_num_batched_tokens": 1024},
+    }  # fmt: skip
+    cfg = SimConfig.model_validate(yaml.safe_load(yaml.safe_dump(data)))
+
+    def frames(by_owner: bool):
+        factory = functools.partial(HashPrefixCache, by_owner=by_owner)
+        monkeypatch.setattr(paged_kv, "HashPrefixCache", factory)
+        engine, _ = build_engine(cfg, tmp_path)
+        engine.run()
+        assert engine.scheduler.kv.cache.by_owner is by_owner  # type: ignore[attr-defined]
+        return engine.recorder.frames()
+
+    owner, keyed = frames(True), frames(False)
+    pd.testing.assert_frame_equal(owner.requests, keyed.requests, check_exact=True)
+    pd.testing.assert_frame_equal(owner.steps, keyed.steps, check_exact=True)
+    assert owner.requests["preemptions"].sum() > 0
+    assert owner.requests["cache_hit_tokens"].sum() > 0  # re-hits after preemption
+    assert owner.steps["evictions"].iloc[-1] > 0 and owner.steps["cached_blocks"].max() > 0
