@@ -74,24 +74,20 @@ _INT_REQ = (
     "prefix_hit_tokens", "cache_hit_tokens",
 )  # fmt: skip
 _NAN = float("nan")
-
-
-def _view(column: array, dtype: type) -> np.ndarray:
-    """A read-only numpy view of ``column`` (callers copy out of it and drop it: while a view
-    exists the array cannot grow)."""
-    return np.frombuffer(column, dtype=dtype) if len(column) else np.zeros(0, dtype=dtype)
+_REQ_ROW = struct.Struct("<" + "d" * len(_FLOAT_REQ) + "q" * len(_INT_REQ))
+_REQ_DTYPE = np.dtype([(name, "<f8") for name in _FLOAT_REQ] + [(name, "<i8") for name in _INT_REQ])
 
 
 class Recorder:
     """Collects per-request, per-step and inter-token-latency columns for one run.
 
-    Every numeric column is a typed ``array`` (8 bytes a value, no Python object per value), so a
-    million-request run records in a few hundred MB; ``None`` times are stored as NaN.
+    Requests and steps are packed rows in byte buffers (8 bytes a value, no Python object per
+    value), so a million-request run records in a few hundred MB; ``None`` times are NaN.
     """
 
     def __init__(self) -> None:
-        self._float = {name: array("d") for name in _FLOAT_REQ}
-        self._int = {name: array("q") for name in _INT_REQ}
+        self._requests = bytearray()  # packed rows, _REQ_ROW.size bytes per request
+        self._done_ids = array("q")
         self._status: list[str] = []
         self._reason: list[str] = []
         self._steps = bytearray()  # packed rows, _STEP_ROW.size bytes per step
@@ -100,21 +96,21 @@ class Recorder:
 
     def request_done(self, seq: Seq) -> None:
         """Record a request that finished, was rejected or was aborted."""
-        f, i = self._float, self._int
-        f["arrival_s"].append(seq.arrival_s)
-        for name in ("first_scheduled_s", "first_token_s", "finish_s"):
-            value = getattr(seq, name)
-            f[name].append(_NAN if value is None else value)
         group = seq.group
-        values = (
+        first_scheduled, first_token = seq.first_scheduled_s, seq.first_token_s
+        finish = seq.finish_s
+        self._requests += _REQ_ROW.pack(
+            seq.arrival_s,
+            _NAN if first_scheduled is None else first_scheduled,
+            _NAN if first_token is None else first_token,
+            _NAN if finish is None else finish,
             seq.req_id, seq.prompt_tokens, seq.output_tokens,
             seq.num_output if group is None else group.generated_tokens(seq.num_output),
             1 if group is None else group.n, int(seq.truncated), seq.priority, seq.preemptions,
             seq.swaps, seq.swapped_bytes, seq.recomputed_tokens, seq.prefix_hit_tokens or 0,
             seq.cache_hit_tokens,
         )  # fmt: skip
-        for name, value in zip(_INT_REQ, values, strict=True):
-            i[name].append(value)
+        self._done_ids.append(seq.req_id)
         self._status.append(seq.status.value)  # the enum's own string: no copy per request
         self._reason.append(seq.reason)
 
@@ -130,7 +126,7 @@ class Recorder:
     @property
     def done_ids(self) -> array:
         """Ids of the requests recorded so far, in the order they left (read-only use)."""
-        return self._int["req_id"]
+        return self._done_ids
 
     @property
     def num_done(self) -> int:
@@ -148,17 +144,13 @@ class Recorder:
         frames are not consolidated (``copy=False``), so a million-request run's frames cost
         about what its recorded columns do.
         """
-        ids = _view(self._int["req_id"], np.int64)
-        order = np.argsort(ids, kind="stable")  # requests were recorded as they left
-        data: dict[str, object] = {"req_id": ids[order]}
-        for name in _FLOAT_REQ:
-            data[name] = _view(self._float[name], np.float64)[order]
-        for name in _INT_REQ[1:]:
-            data[name] = _view(self._int[name], np.int64)[order]
+        recorded = np.frombuffer(self._requests, dtype=_REQ_DTYPE)  # a view, no copy
+        order = np.argsort(recorded["req_id"], kind="stable")  # recorded as they left
+        data: dict[str, object] = {name: recorded[name][order] for name in _REQ_DTYPE.names}
+        del recorded  # releases the buffer export
         data["truncated"] = data["truncated"].astype(bool)  # type: ignore[union-attr]
         data["status"] = np.array(self._status, dtype=object)[order]
         data["reason"] = np.array(self._reason, dtype=object)[order]
-        del ids
         columns = ["req_id", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
                    "prompt_tokens", "output_tokens", "generated_tokens", "num_seqs", "truncated",
                    "priority", "preemptions", "swaps", "swapped_bytes", "recomputed_tokens",
