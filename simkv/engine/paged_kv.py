@@ -110,9 +110,10 @@ class PagedKV:
         boundary (a lazily advanced cohort member: its ``table.length`` is not up to date, so
         it stays as it is)."""
         ids, bs = seq.table.block_ids, self.block_size
-        before = len(ids) * bs - seq.final_kv_tokens
         ids.append(block)
-        self.internal_slots += max(0, before + bs) - max(0, before)
+        over = len(ids) * bs - seq.final_kv_tokens  # slots past the final length, if > 0
+        if over > 0:
+            self.internal_slots += over if over < bs else bs
 
     def commit(self, plan: StepPlan) -> None:
         """The step's scheduled tokens are computed: their KV is now written.

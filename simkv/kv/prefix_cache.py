@@ -149,10 +149,10 @@ class HashPrefixCache:
     def retire(self, stream: KeyStream | UniqueKeys, blocks: list[BlockId], cached: int) -> None:
         """A request is about to free ``blocks``, the first ``cached`` of them registered."""
         if self.by_owner and isinstance(stream, UniqueKeys):
-            key_of, keys = self.key_of, stream.keys
-            for j in range(cached):
-                key_of[blocks[j]] = keys[j]
-            stream.cached = blocks[:cached]
+            key_of, mine = self.key_of, blocks[:cached]
+            for block, key in zip(mine, stream.keys[:cached], strict=True):
+                key_of[block] = key
+            stream.cached = mine
 
     @property
     def cached_blocks(self) -> int:
