@@ -31,6 +31,8 @@ from collections.abc import Callable
 
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.sequence import Seq
+from simkv.kv.prefix_cache import HashPrefixCache
+from simkv.workload.content import UniqueKeys
 
 Calendar = dict[int, list[tuple[int, Seq]]]  # tick → (join stamp, member) with an event
 
@@ -63,14 +65,16 @@ class DecodeCohort:
     """The lazily advanced decoding prefix of a paged scheduler's running list."""
 
     __slots__ = (
-        "_alloc", "_fill", "_finish", "_joins", "block_size", "caching", "context", "kv",
-        "last_s", "size", "tick",
+        "_alloc", "_fill", "_finish", "_joins", "block_size", "by_owner", "caching", "context",
+        "kv", "last_s", "size", "tick",
     )  # fmt: skip
 
     def __init__(self, kv: PagedKV) -> None:
         self.kv = kv
         self.block_size = kv.block_size
         self.caching = kv.cache is not None
+        # content-less members of a hash cache that keeps them by owner register by count
+        self.by_owner = isinstance(kv.cache, HashPrefixCache) and kv.cache.by_owner
         self.size = 0  # members are running[:size]
         self.tick = 0  # cohort steps taken so far
         self.last_s = 0.0  # when every member sampled its last token
@@ -106,12 +110,16 @@ class DecodeCohort:
         first = tick + (-length) % bs + 1  # the first step starting at a block boundary
         if first <= end:
             _add(self._alloc, first, seq)
-        if self.caching and seq.keys is not None:
+        if self.caching and seq.keys is not None and not self._counted(seq):
             fill = tick + ((-length) % bs or bs)
             if fill < end:  # a block filled by the last step is registered when it is freed
                 _add(self._fill, fill, seq)
         self.context += length
         self.size += 1
+
+    def _counted(self, seq: Seq) -> bool:
+        """Whether ``seq``'s filled blocks are registered by count (:meth:`advance`)."""
+        return self.by_owner and isinstance(seq.keys, UniqueKeys)
 
     def touch(self, seq: Seq) -> None:
         """Bring one member's stored counters up to the current tick."""
@@ -122,6 +130,11 @@ class DecodeCohort:
             seq.num_tokens += d
             seq.table.length += d
             seq.ff_tick = self.tick
+            if self.by_owner and isinstance(seq.keys, UniqueKeys):
+                # blocks counted as they filled (advance); a block its last step filled is
+                # not (it is registered when the request frees its blocks)
+                last = seq.num_output == seq.output_tokens
+                seq.cached_upto = (seq.num_computed - last) // self.block_size
         seq.last_token_s = self.last_s
 
     def flush(self, running: list[Seq]) -> None:
@@ -216,6 +229,13 @@ class DecodeCohort:
         done = [] if entries is None else _live(entries)
         for seq in done:
             self.leave(seq)
+        if self.by_owner:
+            # a counted member fills a block in this step exactly when its next step starts at
+            # a block boundary (it has an entry in the next tick's block calendar)
+            due = self._alloc.get(tick + 1)
+            if due:
+                filled = sum(1 for seq in _live(due, ordered=False) if self._counted(seq))
+                self.kv.cache.owned_filled(filled)  # type: ignore[union-attr]
         entries = self._fill.pop(tick, None)
         if entries is None:
             return done, []

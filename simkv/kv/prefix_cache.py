@@ -146,6 +146,10 @@ class HashPrefixCache:
                 block_of[key] = block
                 key_of[block] = key
 
+    def owned_filled(self, n: int) -> None:
+        """``n`` content-less requests each filled one more block (registered by count)."""
+        self._owned += n
+
     def retire(self, stream: KeyStream | UniqueKeys, blocks: list[BlockId], cached: int) -> None:
         """A request is about to free ``blocks``, the first ``cached`` of them registered."""
         if self.by_owner and isinstance(stream, UniqueKeys):

@@ -106,9 +106,9 @@ def test_multi_turn_session_is_closed_loop_and_hits_the_previous_answer(tmp_path
     assert req.loc[1, "finish_s"] == pytest.approx(0.576)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("seed", "num_blocks"), [(1, 110), (2, 110), (3, 110), (4, 300)])
 def test_contentless_requests_cached_by_owner_match_the_key_map(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, num_blocks: int
 ) -> None:
     """Requests without content keep their cached blocks without per-block map entries (FIFO
     reuse); a tight pool (preemptions, re-hits, evictions) gives the same frames as keying
@@ -131,7 +131,7 @@ def test_contentless_requests_cached_by_owner_match_the_key_map(
         },
         "model": {"preset": "llama-2-7b", "max_model_len": 1400},
         "gpu": "a100-40gb",
-        "kv_cache": {"block_size": 16, "num_blocks": 110, "prefix_caching": "hash"},
+        "kv_cache": {"block_size": 16, "num_blocks": num_blocks, "prefix_caching": "hash"},
         "scheduler": {"kind": "vllm_v1", "max_num_batched_tokens": 1024},
     }  # fmt: skip
     cfg = SimConfig.model_validate(yaml.safe_load(yaml.safe_dump(data)))
