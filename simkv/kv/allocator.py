@@ -6,7 +6,7 @@ swap pool (``swap.py``) call ``alloc``/``incref``/``free`` and never touch the c
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict, deque
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, NewType, Protocol
@@ -136,29 +136,39 @@ class OrderedFreeQueue:
 
 
 class FifoFreeQueue:
-    """FIFO free queue on a deque: O(1) push and pop, bulk pushes and pops at C speed.
+    """FIFO free queue on a list with a moving head: pushes append, pops advance the head, and
+    bulk pops and pushes are single slice / extend operations (C speed).
 
     Removing a block from the middle (a prefix-cache hit revives it) is lazy: the dead entry
-    stays in the deque and is skipped when it reaches the head. Under FIFO a block's dead
-    entries are always older than its live one, so ``_stale[b]`` (dead entries of ``b`` still
-    queued) tells which to skip. Same order and contents as :class:`OrderedFreeQueue` (FIFO);
-    ``tests/kv/test_free_queue.py`` checks this on random operation sequences.
+    stays queued and is skipped when it reaches the head. Under FIFO a block's dead entries are
+    always older than its live one, so ``_stale[b]`` (dead entries of ``b`` still queued) tells
+    which to skip. Consumed entries are dropped when they outnumber the live ones. Same order
+    and contents as :class:`OrderedFreeQueue` (FIFO); ``tests/kv/test_free_queue.py`` checks
+    this on random operation sequences.
     """
 
-    __slots__ = ("_len", "_queue", "_stale")
+    __slots__ = ("_head", "_len", "_queue", "_stale")
 
     def __init__(self, block_ids: Iterable[int]) -> None:
-        self._queue: deque[BlockId] = deque(map(BlockId, block_ids))
+        self._queue: list[BlockId] = list(map(BlockId, block_ids))
+        self._head = 0  # entries before it are consumed
         self._len = len(self._queue)
         self._stale: dict[BlockId, int] = {}
+
+    def _compact(self) -> None:
+        if self._head > 4096 and self._head > len(self._queue) // 2:
+            del self._queue[: self._head]
+            self._head = 0
 
     def pop(self) -> BlockId:
         queue, stale = self._queue, self._stale
         while True:
-            block_id = queue.popleft()
+            block_id = queue[self._head]
+            self._head += 1
             dead = stale.get(block_id) if stale else None
             if dead is None:
                 self._len -= 1
+                self._compact()
                 return block_id
             if dead == 1:
                 del stale[block_id]
@@ -172,9 +182,11 @@ class FifoFreeQueue:
     def pop_many(self, n: int) -> list[BlockId]:
         if self._stale:
             return [self.pop() for _ in range(n)]
-        popleft = self._queue.popleft
-        blocks = [popleft() for _ in range(n)]
+        head = self._head
+        blocks = self._queue[head : head + n]
+        self._head = head + n
         self._len -= n
+        self._compact()
         return blocks
 
     def push_many(self, block_ids: Sequence[BlockId]) -> None:
@@ -190,7 +202,7 @@ class FifoFreeQueue:
 
     def __iter__(self) -> Iterator[BlockId]:
         stale = dict(self._stale)
-        for block_id in self._queue:
+        for block_id in self._queue[self._head :]:
             dead = stale.get(block_id)
             if dead:
                 stale[block_id] = dead - 1
@@ -365,12 +377,13 @@ class BlockAllocator:
         were shared (refcount > 1 before). The ids are distinct (one table's blocks). All or
         nothing: a free block raises ``DoubleFree`` before anything changes."""
         refcount = self._refcount
-        for block_id in block_ids:
-            if block_id < 0 or refcount[block_id] <= 0:
-                raise DoubleFree(f"free of free block {block_id}")
         freed: list[BlockId] = []
         for block_id in reversed(block_ids):
-            count = refcount[block_id]
+            count = refcount[block_id] if block_id >= 0 else 0
+            if count <= 0:  # undo, then refuse: all or nothing
+                for done in block_ids[len(block_ids) - 1 : block_ids.index(block_id) : -1]:
+                    refcount[done] += 1
+                raise DoubleFree(f"free of free block {block_id}")
             refcount[block_id] = count - 1
             if count == 1:
                 freed.append(block_id)

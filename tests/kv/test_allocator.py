@@ -295,3 +295,19 @@ def test_release_frees_tail_first_and_counts_shared():
         a.release([BlockId(0), BlockId(3)])  # 3 is free: nothing changes
     assert a.refcount(0) == 1 and a.free_blocks == 1
     a.check()
+
+
+@pytest.mark.parametrize("bad_at", [0, 1, 3])
+def test_release_is_all_or_nothing(bad_at: int) -> None:
+    a = BlockAllocator(6)
+    ids = a.alloc_many(4)
+    a.incref(ids[2])
+    a.free(ids[bad_at])  # now free: releasing it again is a double free
+    before = [a.refcount(b) for b in ids], a.free_blocks, list(a._free)
+    with pytest.raises(DoubleFree):
+        a.release(ids)
+    assert ([a.refcount(b) for b in ids], a.free_blocks, list(a._free)) == before
+    with pytest.raises(DoubleFree):
+        a.release([ids[(bad_at + 1) % 4], BlockId(-1)])
+    assert ([a.refcount(b) for b in ids], a.free_blocks, list(a._free)) == before
+    a.check()
