@@ -34,27 +34,22 @@ from simkv.engine.sequence import Seq
 from simkv.kv.prefix_cache import HashPrefixCache
 from simkv.workload.content import UniqueKeys
 
-Calendar = dict[int, list[tuple[int, Seq]]]  # tick → (join stamp, member) with an event
+Calendar = dict[int, list[Seq]]  # tick → members with an event at it
 
 
 def _add(calendar: Calendar, tick: int, seq: Seq) -> None:
     due = calendar.get(tick)
     if due is None:
-        calendar[tick] = [(seq.order, seq)]
+        calendar[tick] = [seq]
     else:
-        due.append((seq.order, seq))
+        due.append(seq)
 
 
-def _live(due: list[tuple[int, Seq]], ordered: bool = True) -> list[Seq]:
-    """The entries of members still in the cohort since they were added (a member that left
-    by preemption leaves stale entries behind), in running order if ``ordered``."""
-    if ordered and len(due) > 1:
-        due.sort(key=_stamp)
-    return [seq for order, seq in due if seq.ff_tick >= 0 and seq.order == order]
-
-
-def _stamp(entry: tuple[int, Seq]) -> int:
-    return entry[0]
+def _drop(calendar: Calendar, tick: int, seq: Seq) -> None:
+    due = calendar[tick]
+    due.remove(seq)
+    if not due:
+        del calendar[tick]
 
 
 def _order(seq: Seq) -> int:
@@ -149,20 +144,38 @@ class DecodeCohort:
         self._finish.clear()
 
     def next_finish(self) -> int:
-        """The earliest tick at which a member may sample its last token (stale entries make
-        it early, never late); far away when there is no member."""
+        """The earliest tick at which a member samples its last token; far away when there is
+        no member."""
         return min(self._finish, default=self.tick + (1 << 62))
 
     def blocks_due(self) -> int:
-        """Blocks the members need before the next step (an upper bound: stale entries)."""
+        """Blocks the members need before the next step."""
         due = self._alloc.get(self.tick + 1)
         return 0 if due is None else len(due)
 
     def leave(self, seq: Seq) -> None:
-        """A member is preempted before the next step: up to date, out of the cohort."""
+        """A member sampled its last token (it has no event left): up to date, out."""
         self.touch(seq)
         seq.ff_tick = -1
         self.context -= seq.num_computed
+        self.size -= 1
+
+    def _preempted(self, seq: Seq) -> None:
+        """A member is preempted while the next step's blocks are handed out: its remaining
+        events are dropped (a block for the next step is skipped by the caller)."""
+        self.touch(seq)
+        bs, tick, length = self.block_size, self.tick, seq.num_computed
+        end = tick + seq.output_tokens - seq.num_output
+        _drop(self._finish, end, seq)
+        first = tick + (-length) % bs + 1
+        if tick + 1 < first <= end:
+            _drop(self._alloc, first, seq)
+        if self.caching and seq.keys is not None and not self._counted(seq):
+            fill = tick + ((-length) % bs or bs)
+            if fill < end:
+                _drop(self._fill, fill, seq)
+        seq.ff_tick = -1
+        self.context -= length
         self.size -= 1
 
     def take_blocks(
@@ -177,10 +190,9 @@ class DecodeCohort:
         block fits or the member itself was the victim.
         """
         tick = self.tick + 1
-        entries = self._alloc.pop(tick, None)
-        if entries is None:
+        due = self._alloc.pop(tick, None)
+        if due is None:
             return True
-        due = _live(entries, ordered=False)
         kv, gpu = self.kv, self.kv.gpu
         nxt = tick + self.block_size
         alloc = self._alloc
@@ -194,7 +206,7 @@ class DecodeCohort:
                     _add(alloc, nxt, seq)
             return True
         if preempt_last is None:
-            self._alloc[tick] = entries
+            self._alloc[tick] = due
             return False
         due.sort(key=_order)  # who runs short first matters now
         for seq in due:
@@ -203,7 +215,7 @@ class DecodeCohort:
             while gpu.free_blocks == 0:
                 assert preempt_last is not None
                 if len(running) <= self.size:
-                    self.leave(running[-1])
+                    self._preempted(running[-1])
                 if preempt_last() is seq:
                     break
             else:
@@ -225,21 +237,26 @@ class DecodeCohort:
         tick = self.tick
         self.context += self.size
         self.last_s = now
-        entries = self._finish.pop(tick, None)
-        done = [] if entries is None else _live(entries)
-        for seq in done:
-            self.leave(seq)
+        done = self._finish.pop(tick, None)
+        if done is None:
+            done = []
+        else:
+            if len(done) > 1:
+                done.sort(key=_order)
+            for seq in done:
+                self.leave(seq)
         if self.by_owner:
             # a counted member fills a block in this step exactly when its next step starts at
             # a block boundary (it has an entry in the next tick's block calendar)
             due = self._alloc.get(tick + 1)
             if due:
-                filled = sum(1 for seq in _live(due, ordered=False) if self._counted(seq))
-                self.kv.cache.owned_filled(filled)  # type: ignore[union-attr]
-        entries = self._fill.pop(tick, None)
-        if entries is None:
+                counted = self._counted
+                self.kv.cache.owned_filled(sum(map(counted, due)))  # type: ignore[union-attr]
+        filled = self._fill.pop(tick, None)
+        if filled is None:
             return done, []
-        filled = _live(entries)
+        if len(filled) > 1:
+            filled.sort(key=_order)
         nxt = tick + self.block_size
         fill = self._fill
         for seq in filled:
