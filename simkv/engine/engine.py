@@ -115,8 +115,6 @@ class Engine:
         self._inbox.clear()
 
     def _release_follow_ups(self) -> None:
-        if not self._sessions.closed_loop:
-            return
         done = self.recorder.done_ids
         for i in done[self._seen_done :]:
             follow = self._sessions.follow_up(i)
@@ -168,18 +166,21 @@ class Engine:
     def _steps(self) -> Generator[simpy.Event, None, None]:
         env, sched, cost, rec = self.env, self.scheduler, self.cost, self.recorder
         total = len(self._arrival_s)
+        fast, checking = self.fast_forward, self.check_invariants
+        closed_loop = self._sessions.closed_loop
         while True:
             start = env.now
             if self._inbox:
                 self._admit(start)
-            if self.fast_forward:
+            if fast:
                 cohort = sched.decode_run()
                 if cohort is not None:
                     yield from self._decode_run(cohort)
                     if env.now != start:
                         continue
             plan = sched.schedule(start)
-            self._release_follow_ups()  # requests rejected at arrival or admission
+            if closed_loop:
+                self._release_follow_ups()  # requests rejected at arrival or admission
             if plan.empty:
                 if plan.preempted:
                     continue  # the preemptions freed memory: schedule again at the same time
@@ -191,7 +192,7 @@ class Engine:
                 yield self._wake
                 self._wake = None
                 continue
-            if self.check_invariants:
+            if checking:
                 plan.work()  # every count >= 0
             duration = cost.step_time_s(plan)
             if plan.swap_in_blocks or plan.swap_out_blocks:
@@ -202,9 +203,10 @@ class Engine:
             if plan.cohort:
                 self.fast_forward_steps += 1
             sched.complete(plan, env.now)
-            self._release_follow_ups()
+            if closed_loop:
+                self._release_follow_ups()
             self._record(start, duration, plan)
-            if self.check_invariants:
+            if checking:
                 sched.check()
                 sched.breakdown()  # every waste category >= 0
             if self.progress is not None and rec.num_steps % 512 == 0:

@@ -143,7 +143,7 @@ class VllmV0Scheduler(SchedulerBase):
 
     def decode_run(self) -> DecodeCohort | None:
         """Also nothing swapped out and no multi-sequence request."""
-        if self.swapped or self.groups:
+        if self.waiting or self.swapped or self.groups:
             return None
         return super().decode_run()
 

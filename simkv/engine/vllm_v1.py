@@ -16,7 +16,6 @@ There is no watermark and no swapping in V1: KV that cannot be kept is recompute
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 
 from simkv.config.policy import PreemptionConfig, VllmV1Config
 from simkv.engine.cohort import DecodeCohort
@@ -40,6 +39,7 @@ class VllmV1Scheduler(SchedulerBase):
         self.victim = preemption.victim
         if kv.cache is not None:
             self.fill_block_size = kv.block_size
+        self._plan = StepPlan()  # the plan being built (for the cohort's preemption callback)
 
     def memory_state(self) -> tuple[int, int, int]:
         return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, 0
@@ -60,19 +60,19 @@ class VllmV1Scheduler(SchedulerBase):
 
     def decode_run(self) -> DecodeCohort | None:
         """Also the members fit the token budget."""
-        cohort = super().decode_run()
-        if cohort is None or cohort.size > self.cfg.max_num_batched_tokens:
+        cohort = self.cohort
+        if self.waiting or cohort is None or not 0 < cohort.size == len(self.running):
             return None
-        return cohort
+        return cohort if cohort.size <= self.cfg.max_num_batched_tokens else None
 
     def schedule(self, now: float) -> StepPlan:
-        plan = StepPlan()
+        plan = self._plan = StepPlan()
         budget = self.cfg.max_num_batched_tokens
         cohort = self.cohort
         if cohort is not None and cohort.size:
             if self.victim == "newest":
                 fits = cohort.size <= budget
-                preempt_last: Callable[[], Seq] | None = partial(self._preempt_last, plan)
+                preempt_last: Callable[[], Seq] | None = self._preempt_last
             else:
                 fits, preempt_last = self._cohort_fits(cohort, budget), None
             if fits and cohort.take_blocks(self.running, preempt_last):
@@ -151,9 +151,10 @@ class VllmV1Scheduler(SchedulerBase):
         plan.kv_read_tokens += context
         return budget
 
-    def _preempt_last(self, plan: StepPlan) -> Seq:
+    def _preempt_last(self) -> Seq:
+        """Preempt the last running request in the plan being built (the cohort's callback)."""
         victim = self.running.pop()
-        self._preempt(victim, plan)
+        self._preempt(victim, self._plan)
         return victim
 
     def _preempt(self, seq: Seq, plan: StepPlan) -> None:
