@@ -12,6 +12,7 @@ after turn k has left the system (finished, rejected or aborted).
 
 from __future__ import annotations
 
+import gc
 from array import array
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from simkv.workload.content import KeyStream, UniqueKeys
 from simkv.workload.request import Workload
 
 ProgressFn = Callable[[int, int], None]
+GC_GEN0_THRESHOLD = 50_000  # allocations between young-generation collections during a run
 
 
 class SimulationStalled(RuntimeError):
@@ -87,10 +89,21 @@ class Engine:
         self._wake: simpy.Event | None = None
 
     def run(self) -> None:
-        """Simulate until every request has finished, been rejected or been aborted."""
+        """Simulate until every request has finished, been rejected or been aborted.
+
+        The step loop allocates many small, short-lived, acyclic objects, so Python's cyclic
+        garbage collector looks at its youngest generation every ``GC_GEN0_THRESHOLD``
+        allocations instead of every 700 while the run lasts (a few per cent faster; the same
+        memory, as no cycles are built). The previous thresholds come back afterwards.
+        """
         self.env.process(self._arrivals())
         done = self.env.process(self._steps())
-        self.env.run(until=done)
+        thresholds = gc.get_threshold()
+        gc.set_threshold(GC_GEN0_THRESHOLD, *thresholds[1:])
+        try:
+            self.env.run(until=done)
+        finally:
+            gc.set_threshold(*thresholds)
 
     def _arrivals(self) -> Generator[simpy.Event, None, None]:
         env, times = self.env, self._arrival_s
