@@ -97,12 +97,24 @@ class PagedKV:
 
         Follows vLLM 0.11's ``KVCacheManager.allocate_slots``: all or nothing, no watermark.
         """
-        table = seq.table
-        if table.blocks_needed(num_new, self.gpu) > self.gpu.free_blocks:
+        table, bs, gpu = seq.table, self.block_size, self.gpu
+        ids, length = table.block_ids, table.length
+        if length % bs and self._refs[ids[-1]] > 1:  # copy-on-write of a shared partial block
+            if table.blocks_needed(num_new, gpu) > gpu.free_blocks:
+                return False
+            before = self._internal(seq)
+            table.append_tokens(gpu, num_new)
+            self.internal_slots += self._internal(seq) - before
+            return True
+        grow = -(-(length + num_new) // bs) - len(ids)  # new blocks (SequenceTable's count)
+        if grow > gpu.free_blocks:
             return False
-        before = self._internal(seq)
-        table.append_tokens(self.gpu, num_new)
-        self.internal_slots += self._internal(seq) - before
+        if grow > 0:
+            final = seq.final_kv_tokens
+            before = len(ids) * bs - final
+            ids.extend(gpu.alloc_many(grow))
+            self.internal_slots += max(0, len(ids) * bs - final) - max(0, before)
+        table.length = length + num_new
         return True
 
     def grow_decode(self, seq: Seq, block: BlockId) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from simkv.engine.cost_model import StepWork
 from simkv.engine.sequence import Seq
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class StepPlan:
     """One batched forward pass.
 
@@ -21,18 +21,25 @@ class StepPlan:
     attention sums but not listed in ``seqs``.
     """
 
-    seqs: list[Seq] = field(default_factory=list)
-    num_new: list[int] = field(default_factory=list)
-    prefill_tokens: int = 0
-    decode_tokens: int = 0
-    attention_pairs: int = 0
-    kv_read_tokens: int = 0
-    swap_in_blocks: int = 0
-    swap_out_blocks: int = 0
-    copy_blocks: int = 0
-    preempted: int = 0
-    cache_hit_tokens: int = 0
-    cohort: int = 0
+    seqs: list[Seq]
+    num_new: list[int]
+    prefill_tokens: int
+    decode_tokens: int
+    attention_pairs: int
+    kv_read_tokens: int
+    swap_in_blocks: int
+    swap_out_blocks: int
+    copy_blocks: int
+    preempted: int
+    cache_hit_tokens: int
+    cohort: int
+
+    def __init__(self) -> None:  # an empty plan (one per step: no dataclass defaults machinery)
+        self.seqs = []
+        self.num_new = []
+        self.prefill_tokens = self.decode_tokens = self.attention_pairs = 0
+        self.kv_read_tokens = self.swap_in_blocks = self.swap_out_blocks = 0
+        self.copy_blocks = self.preempted = self.cache_hit_tokens = self.cohort = 0
 
     def add(self, seq: Seq, num_new: int) -> None:
         """Schedule ``num_new`` tokens of ``seq`` after its ``num_computed`` cached ones."""

@@ -376,17 +376,23 @@ class BlockAllocator:
         tail is freed before its head, so a cache evicts it first). Returns how many of them
         were shared (refcount > 1 before). The ids are distinct (one table's blocks). All or
         nothing: a free block raises ``DoubleFree`` before anything changes."""
+        if not block_ids:
+            return 0
+        if min(block_ids) < 0:
+            raise DoubleFree(f"free of free block {min(block_ids)}")
         refcount = self._refcount
         freed: list[BlockId] = []
         for block_id in reversed(block_ids):
-            count = refcount[block_id] if block_id >= 0 else 0
-            if count <= 0:  # undo, then refuse: all or nothing
+            count = refcount[block_id]
+            if count == 1:
+                refcount[block_id] = 0
+                freed.append(block_id)
+            elif count > 1:
+                refcount[block_id] = count - 1
+            else:  # undo, then refuse: all or nothing
                 for done in block_ids[len(block_ids) - 1 : block_ids.index(block_id) : -1]:
                     refcount[done] += 1
                 raise DoubleFree(f"free of free block {block_id}")
-            refcount[block_id] = count - 1
-            if count == 1:
-                freed.append(block_id)
         self._used -= len(freed)
         self._free.push_many(freed)
         return len(block_ids) - len(freed)
