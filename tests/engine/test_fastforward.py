@@ -20,8 +20,9 @@ from simkv.runner import build_engine
 
 def _config(seed: int, rate: float, blocks: int, block_size: int, caching: str,
             budget: int, n: int, out_mean: int, kind: str = "vllm_v1", victim: str = "newest",
-            mode: str = "auto", reuse: str = "fifo") -> SimConfig:  # fmt: skip
-    scheduler = {"kind": kind, "max_num_batched_tokens": budget}
+            mode: str = "auto", reuse: str = "fifo",
+            extra: dict[str, object] | None = None) -> SimConfig:  # fmt: skip
+    scheduler = {"kind": kind, "max_num_batched_tokens": budget, **(extra or {})}
     if kind == "vllm_v1":
         scheduler["policy"] = "priority" if victim == "lowest_priority" else "fcfs"
     elif victim == "lowest_priority":  # a vllm_v1 policy only
@@ -87,6 +88,26 @@ def test_fast_forward_changes_nothing(
 ) -> None:  # fmt: skip
     _assert_same(_config(seed, rate, blocks, block_size, caching, budget, 60, out_mean, kind,
                          victim, mode, reuse))  # fmt: skip
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    seed=st.integers(0, 1000),
+    max_num_seqs=st.sampled_from([4, 16, 256]),
+    threshold=st.sampled_from([0, 64, 300]),
+    chunked=st.booleans(),
+    caching=st.sampled_from(["none", "hash", "radix"]),
+)
+def test_lazy_decode_matches_under_vllm_v1_limits(
+    seed: int, max_num_seqs: int, threshold: int, chunked: bool, caching: str
+) -> None:
+    """Sequence limit, long-prefill threshold and chunked prefill off keep requests waiting
+    while the cohort decodes."""
+    extra = {"max_num_seqs": max_num_seqs, "enable_chunked_prefill": chunked,
+             "long_prefill_token_threshold": threshold if chunked else 0}  # fmt: skip
+    budget = 2048 if chunked else 4096  # without chunking a prompt must fit the budget whole
+    cfg = _config(seed, 6.0, 4000, 16, caching, budget, 80, 60, extra=extra)
+    _assert_same(cfg)
 
 
 @pytest.mark.parametrize("kind", ["vllm_v1", "vllm_v0"])
