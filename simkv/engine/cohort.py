@@ -9,16 +9,21 @@ the cohort work only for the members with an *event* at that tick, kept in calen
 
 * a new block before the step, when the member's length is at a block boundary (every
   ``block_size`` ticks);
-* a filled block after the step, registered in the prefix cache (with caching on);
+* a filled block after the step, registered in the prefix cache (with caching on; members
+  without content in a hash cache that keeps them by owner are registered by count instead,
+  see :meth:`DecodeCohort.advance`);
 * its last token after the step, when it finishes and leaves.
 
 The scheduler prices the cohort in aggregate (``context`` is the members' summed computed
 tokens), and handles every other running request (prefill chunks, recomputation, requests that
-decode but cannot join) one by one, as before. Anything the lazy state cannot express exactly
-(a possible preemption among members, a token budget smaller than the cohort, a block shortage
-for the members' boundaries) makes the scheduler :meth:`~DecodeCohort.flush` the cohort —
-every member brought up to date and released — and take that step request by request. Frames
-and summaries are identical either way (``tests/engine/test_fastforward.py``).
+decode but cannot join) one by one, as before. Under the ``newest`` victim policy a block
+shortage at the members' boundaries is replayed exactly (victims come from the end of the
+running list; a member that is one leaves with its pending events). Anything else the lazy
+state cannot express exactly (another victim policy with a possible shortage, a token budget
+smaller than the cohort) makes the scheduler :meth:`~DecodeCohort.flush` the cohort — every
+member brought up to date and released — and take that step request by request. When nothing
+but the cohort can run, the engine steps it without the scheduler (``Engine._decode_run``).
+Frames and summaries are identical either way (``tests/engine/test_fastforward.py``).
 
 Joining: after each step the scheduler extends the cohort from ``running[size]`` on while the
 next request decodes next, is in step with the members (same previous-token time), is a
