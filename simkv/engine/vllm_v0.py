@@ -75,6 +75,7 @@ class VllmV0Scheduler(SchedulerBase):
         self.groups: list[Seq] = []  # multi-sequence requests not yet done
         self._decoded_groups: list[Seq] = []  # forked groups decoded in the current step
         self._copies = 0  # copy-on-write copies of the group whose slots were just taken
+        self._step: tuple[StepPlan, float] = (StepPlan(), 0.0)  # plan being built, its start
 
     def add(self, seq: Seq, now: float) -> None:
         if seq.group is not None:
@@ -154,12 +155,14 @@ class VllmV0Scheduler(SchedulerBase):
         the choice exactly, otherwise a block shortage among the members dissolves it."""
         start, cohort = 0, self.cohort
         if cohort is not None and cohort.size:
+            self._step = plan, now
             newest = self.preemption.victim == "newest"
-            preempt_last = (lambda: self._preempt_last(plan, now)) if newest else None
-            if cohort.take_blocks(self.running, preempt_last):
+            if cohort.take_blocks(self.running, self._preempt_last if newest else None):
                 start = plan.cohort = cohort.size
                 plan.decode_tokens = start
                 plan.attention_pairs = plan.kv_read_tokens = cohort.context + start
+                if start == len(self.running):
+                    return  # every running request is a member
             else:
                 cohort.flush(self.running)
         queue = deque(self.running[start:]) if start else deque(self.running)
@@ -211,9 +214,10 @@ class VllmV0Scheduler(SchedulerBase):
             return len(self.running)
         return sum(_width(seq) for seq in self.running)
 
-    def _preempt_last(self, plan: StepPlan, now: float) -> Seq:
+    def _preempt_last(self) -> Seq:
+        """Preempt the last running request in the step being built (the cohort's callback)."""
         victim = self.running.pop()
-        self._preempt(victim, plan, now)
+        self._preempt(victim, *self._step)
         return victim
 
     def _preempt(self, seq: Seq, plan: StepPlan, now: float) -> None:
