@@ -6,7 +6,7 @@ swap pool (``swap.py``) call ``alloc``/``incref``/``free`` and never touch the c
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, NewType, Protocol
@@ -145,27 +145,61 @@ class FifoFreeQueue:
     which to skip. Consumed entries are dropped when they outnumber the live ones. Same order
     and contents as :class:`OrderedFreeQueue` (FIFO); ``tests/kv/test_free_queue.py`` checks
     this on random operation sequences.
+
+    Entries have absolute positions (``head_position`` … ``end_position``). A push may *mark*
+    its last entries (a prefix cache's blocks that hold content); ``marked_popped`` counts the
+    marked live entries popped so far, found by position ranges rather than per block.
     """
 
-    __slots__ = ("_head", "_len", "_queue", "_stale")
+    __slots__ = ("_base", "_head", "_len", "_marks", "_queue", "_stale", "marked_popped")
 
     def __init__(self, block_ids: Iterable[int]) -> None:
         self._queue: list[BlockId] = list(map(BlockId, block_ids))
+        self._base = 0  # absolute position of _queue[0]
         self._head = 0  # entries before it are consumed
         self._len = len(self._queue)
         self._stale: dict[BlockId, int] = {}
+        self._marks: deque[list[int]] = deque()  # [start, end) absolute, increasing
+        self.marked_popped = 0
+
+    @property
+    def head_position(self) -> int:
+        return self._base + self._head
+
+    @property
+    def end_position(self) -> int:
+        return self._base + len(self._queue)
 
     def _compact(self) -> None:
         if self._head > 4096 and self._head > len(self._queue) // 2:
             del self._queue[: self._head]
+            self._base += self._head
             self._head = 0
+
+    def _consume_marks(self, start: int, stop: int, live: bool) -> None:
+        """Positions ``start`` … ``stop - 1`` were consumed (all live, or one dead entry)."""
+        marks = self._marks
+        while marks and marks[0][0] < stop:
+            mark = marks[0]
+            if mark[1] <= stop:
+                if live:
+                    self.marked_popped += mark[1] - max(mark[0], start)
+                marks.popleft()
+            else:
+                if live:
+                    self.marked_popped += stop - max(mark[0], start)
+                mark[0] = stop
+                break
 
     def pop(self) -> BlockId:
         queue, stale = self._queue, self._stale
         while True:
             block_id = queue[self._head]
+            position = self._base + self._head
             self._head += 1
             dead = stale.get(block_id) if stale else None
+            if self._marks:
+                self._consume_marks(position, position + 1, dead is None)
             if dead is None:
                 self._len -= 1
                 self._compact()
@@ -186,12 +220,18 @@ class FifoFreeQueue:
         blocks = self._queue[head : head + n]
         self._head = head + n
         self._len -= n
+        if self._marks:
+            self._consume_marks(self._base + head, self._base + head + n, True)
         self._compact()
         return blocks
 
-    def push_many(self, block_ids: Sequence[BlockId]) -> None:
+    def push_many(self, block_ids: Sequence[BlockId], marked: int = 0) -> None:
+        """Push ``block_ids`` in order; the last ``marked`` of them are marked."""
+        end = self._base + len(self._queue) + len(block_ids)
         self._queue.extend(block_ids)
         self._len += len(block_ids)
+        if marked:
+            self._marks.append([end - marked, end])
 
     def remove(self, block_id: BlockId) -> None:
         self._stale[block_id] = self._stale.get(block_id, 0) + 1

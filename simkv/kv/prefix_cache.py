@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from simkv.kv.allocator import BlockId, FreeQueue, ReuseOrder, make_free_queue
+from simkv.kv.allocator import BlockId, FifoFreeQueue, FreeQueue, ReuseOrder, make_free_queue
 from simkv.workload.content import KeyStream, UniqueKeys
 
 
@@ -33,12 +33,14 @@ class HashPrefixCache:
     in use (refcount ≥ 1) or in the free queue; ``pop`` evicts the block it returns.
 
     Requests without content (:class:`~simkv.workload.content.UniqueKeys`: keys only they can
-    hit) are kept without any per-block map entry under FIFO reuse (``by_owner``): their
-    registration is a count, their blocks get their keys in ``key_of`` when freed
-    (:meth:`retire`), and the request itself remembers which blocks those were. This is the
-    same cache: under FIFO a freed request's blocks are evicted last block first, so what
-    survives of it is always a prefix and every registration succeeds (no key is ever held
-    twice). ``tests/kv/test_prefix_cache.py`` runs engines both ways and compares.
+    hit) are kept without any per-block entry under FIFO reuse (``by_owner``): their
+    registration is a count; when one frees its blocks (:meth:`retire`, then the allocator's
+    push) it notes which blocks held its keys and where they entered the free queue, whose
+    push marks them; popping marked entries counts evictions by position range; a lookup is the
+    part of its note the queue's head has not passed. This is the same cache: under FIFO a
+    freed request's blocks are evicted last block first, so what survives of it is always a
+    prefix and every registration succeeds (no key is ever held twice).
+    ``tests/engine/test_prefix_engine.py`` runs engines both ways and compares.
     """
 
     def __init__(
@@ -49,8 +51,10 @@ class HashPrefixCache:
         self.block_of: dict[int, BlockId] = {}
         self.key_of: list[int | None] = [None] * num_blocks
         self.evictions = 0
-        self.by_owner = by_owner and ReuseOrder(reuse) is ReuseOrder.FIFO
+        self.by_owner = by_owner and isinstance(self._queue, FifoFreeQueue)
         self._owned = 0  # cached blocks of content-less requests (not in block_of)
+        self._seen_marked = 0  # the queue's marked_popped already counted as evictions
+        self._retiring: tuple[UniqueKeys, int, int] | None = None  # (request, blocks, cached)
 
     # -- free queue ---------------------------------------------------------------------------
     def pop(self) -> BlockId:
@@ -58,37 +62,49 @@ class HashPrefixCache:
         key = self.key_of[block]
         if key is not None:
             self.key_of[block] = None
-            self._evict(key)
+            del self.block_of[key]
+            self.evictions += 1
+        if self.by_owner:
+            self._count_owned_evictions()
         return block
 
-    def _evict(self, key: int) -> None:
-        if key in self.block_of:
-            del self.block_of[key]
-        else:
-            self._owned -= 1
-        self.evictions += 1
+    def _count_owned_evictions(self) -> None:
+        popped = self._queue.marked_popped  # type: ignore[attr-defined]
+        if popped != self._seen_marked:
+            self._owned -= popped - self._seen_marked
+            self.evictions += popped - self._seen_marked
+            self._seen_marked = popped
 
     def push(self, block_id: BlockId) -> None:
         self._queue.push(block_id)
 
     def pop_many(self, n: int) -> list[BlockId]:
         blocks = self._queue.pop_many(n)
-        key_of, block_of, evicted, owned = self.key_of, self.block_of, 0, 0
-        for block in blocks:
-            key = key_of[block]
-            if key is not None:
-                key_of[block] = None
-                evicted += 1
-                if key in block_of:
+        if self.block_of:
+            key_of, block_of, evicted = self.key_of, self.block_of, 0
+            for block in blocks:
+                key = key_of[block]
+                if key is not None:
+                    key_of[block] = None
                     del block_of[key]
-                else:
-                    owned += 1
-        self.evictions += evicted
-        self._owned -= owned
+                    evicted += 1
+            self.evictions += evicted
+        if self.by_owner:
+            self._count_owned_evictions()
         return blocks
 
     def push_many(self, block_ids: Sequence[BlockId]) -> None:
-        self._queue.push_many(block_ids)
+        retiring = self._retiring
+        if retiring is None:
+            self._queue.push_many(block_ids)
+            return
+        self._retiring = None
+        stream, n, cached = retiring
+        if len(block_ids) != n:
+            raise AssertionError("a content-less request's blocks are never shared")
+        queue: FifoFreeQueue = self._queue  # type: ignore[assignment]
+        stream.end = queue.end_position + n  # its block j enters at end - 1 - j (tail first)
+        queue.push_many(block_ids, cached)
 
     def remove(self, block_id: BlockId) -> None:
         self._queue.remove(block_id)
@@ -115,13 +131,10 @@ class HashPrefixCache:
         """:meth:`lookup` of a request's first ``limit`` block keys."""
         if not (self.by_owner and isinstance(stream, UniqueKeys)):
             return self.lookup(stream.extend(limit)[:limit])
-        hits: list[BlockId] = []
-        key_of, keys = self.key_of, stream.keys
-        for j, block in enumerate(stream.cached[:limit]):
-            if key_of[block] != keys[j]:
-                break
-            hits.append(block)
-        return hits
+        cached, end = stream.cached, stream.end
+        head = self._queue.head_position  # type: ignore[attr-defined]
+        surviving = end - max(head, end - len(cached))  # the blocks the head has not passed
+        return cached[: min(surviving, limit)] if surviving > 0 else []
 
     def insert(self, key: int, parent: int | None, block: BlockId) -> bool:
         """Cache a full, computed block; False if the key is cached already (first one wins)."""
@@ -137,7 +150,7 @@ class HashPrefixCache:
         """``insert`` blocks ``start`` to ``stop - 1`` of one request (``blocks[j]`` holds its
         ``j``-th block key)."""
         if self.by_owner and isinstance(stream, UniqueKeys):
-            self._owned += stop - start  # keys go to key_of when the blocks are freed
+            self._owned += stop - start  # noted when the blocks are freed (retire)
             return
         keys, block_of, key_of = stream.extend(stop), self.block_of, self.key_of
         for j in range(start, stop):
@@ -153,10 +166,9 @@ class HashPrefixCache:
     def retire(self, stream: KeyStream | UniqueKeys, blocks: list[BlockId], cached: int) -> None:
         """A request is about to free ``blocks``, the first ``cached`` of them registered."""
         if self.by_owner and isinstance(stream, UniqueKeys):
-            key_of, mine = self.key_of, blocks[:cached]
-            for block, key in zip(mine, stream.keys[:cached], strict=True):
-                key_of[block] = key
-            stream.cached = mine
+            stream.cached = blocks[:cached]
+            if blocks:  # the allocator pushes them next (push_many)
+                self._retiring = (stream, len(blocks), cached)
 
     @property
     def cached_blocks(self) -> int:

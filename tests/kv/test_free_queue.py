@@ -1,4 +1,5 @@
-"""The deque-based FIFO free queue behaves exactly like the OrderedDict one."""
+"""The list-based FIFO free queue behaves exactly like the OrderedDict one, and counts the
+marked entries it pops."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ ops = st.lists(
 def test_fifo_queue_matches_the_ordered_queue(ops: list[tuple[str, int]], start: int) -> None:
     fast, ref = FifoFreeQueue(range(start)), OrderedFreeQueue(range(start))
     queued = set(range(start))
+    marked: set[int] = set()  # queued blocks pushed marked
+    marked_popped = 0
     for op, arg in ops:
         if op == "pop":
             n = min(arg, len(queued))
@@ -31,16 +34,25 @@ def test_fifo_queue_matches_the_ordered_queue(ops: list[tuple[str, int]], start:
             want = [ref.pop() for _ in range(n)]
             assert got == want
             queued -= set(want)
+            marked_popped += len(marked & set(want))
+            marked -= set(want)
         elif op == "push" and arg not in queued:  # only free blocks are pushed
-            fast.push_many([arg]) if arg % 2 else fast.push(arg)
+            if arg % 3 == 0:
+                fast.push(arg)
+            else:  # marked when arg % 3 == 2
+                fast.push_many([arg], marked=int(arg % 3 == 2))
+                if arg % 3 == 2:
+                    marked.add(arg)
             ref.push(arg)
             queued.add(arg)
         elif op == "remove" and arg in queued:  # only queued blocks are revived
             fast.remove(arg)
             ref.remove(arg)
             queued.discard(arg)
+            marked.discard(arg)  # revived: it leaves the queue without being popped
         assert len(fast) == len(ref) == len(queued)
         assert list(fast) == list(ref)
+        assert fast.marked_popped == marked_popped
 
 
 def test_factory_picks_by_reuse_order() -> None:
@@ -49,3 +61,24 @@ def test_factory_picks_by_reuse_order() -> None:
     assert isinstance(lifo, OrderedFreeQueue)
     lifo.push_many([])
     assert lifo.pop() == 0
+
+
+def test_marks_survive_compaction() -> None:
+    """Long runs compact the list (positions stay absolute): every marked pop is counted."""
+    queue = FifoFreeQueue(range(8))
+    expected, marked = 0, set()
+    for block in range(8, 20_008):
+        is_marked = block % 5 == 0
+        queue.push_many([block], marked=int(is_marked))
+        if is_marked:
+            marked.add(block)
+        if block % 7 == 0 and block in marked:  # revive some marked blocks: not evictions
+            queue.remove(block)
+            marked.discard(block)
+        if len(queue) < 4:
+            continue
+        popped = queue.pop_many(2) if block % 2 else [queue.pop()]
+        expected += len(marked & set(popped))
+        marked -= set(popped)
+    assert queue.head_position > 4096 and queue._base > 0  # compacted at least once
+    assert queue.marked_popped == expected > 3000
