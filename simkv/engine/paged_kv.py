@@ -180,6 +180,8 @@ class PagedKV:
             else:
                 gpu.incref(block)
                 self.shared_tokens += bs
+        if seq.keys is not None and self.cache is not None:
+            self.cache.revived(seq.keys, len(hits))
         table = seq.table
         table.block_ids = list(hits)
         table.length = cached

@@ -148,7 +148,8 @@ class FifoFreeQueue:
 
     Entries have absolute positions (``head_position`` … ``end_position``). A push may *mark*
     its last entries (a prefix cache's blocks that hold content); ``marked_popped`` counts the
-    marked live entries popped so far, found by position ranges rather than per block.
+    marked entries popped so far, found by position ranges rather than per block. A mark whose
+    entries are taken back must be dropped (:meth:`unmark`) before they reach the head.
     """
 
     __slots__ = ("_base", "_head", "_len", "_marks", "_queue", "_stale", "marked_popped")
@@ -176,62 +177,73 @@ class FifoFreeQueue:
             self._base += self._head
             self._head = 0
 
-    def _consume_marks(self, start: int, stop: int, live: bool) -> None:
-        """Positions ``start`` … ``stop - 1`` were consumed (all live, or one dead entry)."""
+    def _consume_marks(self, start: int, stop: int) -> None:
+        """Positions ``start`` … ``stop - 1`` were consumed: count the marked ones."""
         marks = self._marks
         while marks and marks[0][0] < stop:
             mark = marks[0]
             if mark[1] <= stop:
-                if live:
-                    self.marked_popped += mark[1] - max(mark[0], start)
+                self.marked_popped += mark[1] - max(mark[0], start)
                 marks.popleft()
             else:
-                if live:
-                    self.marked_popped += stop - max(mark[0], start)
+                self.marked_popped += stop - max(mark[0], start)
                 mark[0] = stop
                 break
 
     def pop(self) -> BlockId:
-        queue, stale = self._queue, self._stale
-        while True:
-            block_id = queue[self._head]
-            position = self._base + self._head
-            self._head += 1
-            dead = stale.get(block_id) if stale else None
-            if self._marks:
-                self._consume_marks(position, position + 1, dead is None)
-            if dead is None:
-                self._len -= 1
-                self._compact()
-                return block_id
-            if dead == 1:
-                del stale[block_id]
-            else:
-                stale[block_id] = dead - 1
+        return self.pop_many(1)[0]
 
     def push(self, block_id: BlockId) -> None:
         self._queue.append(block_id)
         self._len += 1
 
     def pop_many(self, n: int) -> list[BlockId]:
-        if self._stale:
-            return [self.pop() for _ in range(n)]
-        head = self._head
-        blocks = self._queue[head : head + n]
-        self._head = head + n
+        queue, head, stale = self._queue, self._head, self._stale
+        if not stale:
+            blocks = queue[head : head + n]
+            self._head = head + n
+        else:  # skip dead entries (revived blocks)
+            blocks = []
+            while len(blocks) < n:
+                take = n - len(blocks)
+                chunk = queue[self._head : self._head + take]
+                if not chunk:
+                    break
+                for block_id in chunk:
+                    dead = stale.get(block_id)
+                    if dead is None:
+                        blocks.append(block_id)
+                    elif dead == 1:
+                        del stale[block_id]
+                    else:
+                        stale[block_id] = dead - 1
+                self._head += take
+        if len(blocks) != n:
+            raise IndexError("pop from an empty free queue")
         self._len -= n
         if self._marks:
-            self._consume_marks(self._base + head, self._base + head + n, True)
+            self._consume_marks(self._base + head, self._base + self._head)
         self._compact()
         return blocks
 
-    def push_many(self, block_ids: Sequence[BlockId], marked: int = 0) -> None:
-        """Push ``block_ids`` in order; the last ``marked`` of them are marked."""
+    def push_many(self, block_ids: Sequence[BlockId], marked: int = 0) -> list[int] | None:
+        """Push ``block_ids`` in order; the last ``marked`` of them are marked. Returns the
+        mark (for :meth:`unmark`)."""
         end = self._base + len(self._queue) + len(block_ids)
         self._queue.extend(block_ids)
         self._len += len(block_ids)
-        if marked:
-            self._marks.append([end - marked, end])
+        if not marked:
+            return None
+        mark = [end - marked, end]
+        self._marks.append(mark)
+        return mark
+
+    def unmark(self, mark: list[int]) -> None:
+        """Forget a mark whose queued entries were all taken back (revived), not popped."""
+        for i, other in enumerate(self._marks):
+            if other is mark:
+                del self._marks[i]
+                return
 
     def remove(self, block_id: BlockId) -> None:
         self._stale[block_id] = self._stale.get(block_id, 0) + 1

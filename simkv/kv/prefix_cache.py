@@ -104,7 +104,17 @@ class HashPrefixCache:
             raise AssertionError("a content-less request's blocks are never shared")
         queue: FifoFreeQueue = self._queue  # type: ignore[assignment]
         stream.end = queue.end_position + n  # its block j enters at end - 1 - j (tail first)
-        queue.push_many(block_ids, cached)
+        stream.mark = queue.push_many(block_ids, cached)
+
+    def revived(self, stream: KeyStream | UniqueKeys, hits: int) -> None:
+        """A request took back ``hits`` of its cached free blocks (:meth:`lookup_stream`'s)."""
+        if self.by_owner and isinstance(stream, UniqueKeys) and stream.mark is not None:
+            queue: FifoFreeQueue = self._queue  # type: ignore[assignment]
+            left = stream.end - max(queue.head_position, stream.end - len(stream.cached))
+            if hits != left:
+                raise AssertionError("a lookup takes every block of its note still queued")
+            queue.unmark(stream.mark)
+            stream.mark = None
 
     def remove(self, block_id: BlockId) -> None:
         self._queue.remove(block_id)
@@ -312,6 +322,9 @@ class RadixPrefixCache:
         keys = stream.extend(stop)
         for j in range(start, stop):
             self.insert(keys[j], keys[j - 1] if j else None, blocks[j])
+
+    def revived(self, stream: KeyStream | UniqueKeys, hits: int) -> None:
+        """A request took back cached free blocks (nothing to note here)."""
 
     def retire(self, stream: KeyStream | UniqueKeys, blocks: list[BlockId], cached: int) -> None:
         """A request is about to free its blocks (nothing to note here)."""

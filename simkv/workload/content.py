@@ -85,13 +85,14 @@ class UniqueKeys:
     :class:`KeyStream` key.
     """
 
-    __slots__ = ("cached", "end", "keys")
+    __slots__ = ("cached", "end", "keys", "mark")
 
     def __init__(self, req_id: int) -> None:
         base = -(req_id << 32) - 1
         self.keys = range(base, base - (1 << 32), -1)  # every key, lazily (a range)
         self.cached: list[int] = []  # a prefix cache's note of the blocks that held them
         self.end = 0  # ... and of where in its free queue they went
+        self.mark: list[int] | None = None  # ... and of the queue's mark on them
 
     def extend(self, num_blocks: int) -> range:
         """``keys`` (it holds every key already); the :class:`KeyStream` interface."""

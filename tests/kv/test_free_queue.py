@@ -25,7 +25,7 @@ ops = st.lists(
 def test_fifo_queue_matches_the_ordered_queue(ops: list[tuple[str, int]], start: int) -> None:
     fast, ref = FifoFreeQueue(range(start)), OrderedFreeQueue(range(start))
     queued = set(range(start))
-    marked: set[int] = set()  # queued blocks pushed marked
+    marked: dict[int, list[int]] = {}  # queued blocks pushed marked → their mark
     marked_popped = 0
     for op, arg in ops:
         if op == "pop":
@@ -34,22 +34,22 @@ def test_fifo_queue_matches_the_ordered_queue(ops: list[tuple[str, int]], start:
             want = [ref.pop() for _ in range(n)]
             assert got == want
             queued -= set(want)
-            marked_popped += len(marked & set(want))
-            marked -= set(want)
+            marked_popped += sum(1 for b in want if marked.pop(b, None) is not None)
         elif op == "push" and arg not in queued:  # only free blocks are pushed
             if arg % 3 == 0:
                 fast.push(arg)
             else:  # marked when arg % 3 == 2
-                fast.push_many([arg], marked=int(arg % 3 == 2))
-                if arg % 3 == 2:
-                    marked.add(arg)
+                mark = fast.push_many([arg], marked=int(arg % 3 == 2))
+                if mark is not None:
+                    marked[arg] = mark
             ref.push(arg)
             queued.add(arg)
         elif op == "remove" and arg in queued:  # only queued blocks are revived
             fast.remove(arg)
             ref.remove(arg)
             queued.discard(arg)
-            marked.discard(arg)  # revived: it leaves the queue without being popped
+            if arg in marked:  # revived: it leaves the queue without being popped
+                fast.unmark(marked.pop(arg))
         assert len(fast) == len(ref) == len(queued)
         assert list(fast) == list(ref)
         assert fast.marked_popped == marked_popped
@@ -68,13 +68,13 @@ def test_marks_survive_compaction() -> None:
     queue = FifoFreeQueue(range(8))
     expected, marked = 0, set()
     for block in range(8, 20_008):
-        is_marked = block % 5 == 0
-        queue.push_many([block], marked=int(is_marked))
-        if is_marked:
+        mark = queue.push_many([block], marked=int(block % 5 == 0))
+        if mark is not None:
             marked.add(block)
-        if block % 7 == 0 and block in marked:  # revive some marked blocks: not evictions
-            queue.remove(block)
-            marked.discard(block)
+            if block % 7 == 0:  # revive some marked blocks: not evictions
+                queue.remove(block)
+                queue.unmark(mark)
+                marked.discard(block)
         if len(queue) < 4:
             continue
         popped = queue.pop_many(2) if block % 2 else [queue.pop()]
