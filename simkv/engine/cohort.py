@@ -3,8 +3,9 @@
 A paged scheduler's :class:`DecodeCohort` is a prefix ``running[:size]`` of its running list
 whose members each decode one token, into their own blocks, in every step the cohort takes
 part in. A member's counters (``num_computed``, ``num_output``, ``num_tokens``, ``table.length``,
-``last_token_s``) are stored as of the cohort tick ``seq.ff_tick``; its true values are the
-stored ones plus ``tick - ff_tick`` (``last_token_s`` is the cohort's ``last_s``). A step costs
+``last_token_s``) are stored as of the cohort tick ``seq.ff_tick`` (``seq.lazy`` marks a
+member); its true values are the stored ones plus ``tick - ff_tick`` (``last_token_s`` is the
+cohort's ``last_s``). A step costs
 the cohort work only for the members with an *event* at that tick, kept in calendars:
 
 * a new block before the step, when the member's length is at a block boundary (every
@@ -103,6 +104,7 @@ class DecodeCohort:
             assert seq.last_token_s is not None
             self.last_s = seq.last_token_s
         seq.ff_tick = tick
+        seq.lazy = True
         seq.order = self._joins
         self._joins += 1
         end = tick + seq.output_tokens - seq.num_output  # the tick of its last token
@@ -141,7 +143,7 @@ class DecodeCohort:
         """Bring every member up to date and dissolve the cohort (they rejoin later)."""
         for seq in running[: self.size]:
             self.touch(seq)
-            seq.ff_tick = -1
+            seq.lazy = False
         self.size = 0
         self.context = 0
         self._alloc.clear()
@@ -161,7 +163,7 @@ class DecodeCohort:
     def leave(self, seq: Seq) -> None:
         """A member sampled its last token (it has no event left): up to date, out."""
         self.touch(seq)
-        seq.ff_tick = -1
+        seq.lazy = False
         self.context -= seq.num_computed
         self.size -= 1
 
@@ -179,7 +181,7 @@ class DecodeCohort:
             fill = tick + ((-length) % bs or bs)
             if fill < end:
                 _drop(self._fill, fill, seq)
-        seq.ff_tick = -1
+        seq.lazy = False
         self.context -= length
         self.size -= 1
 
@@ -213,23 +215,27 @@ class DecodeCohort:
         if preempt_last is None:
             self._alloc[tick] = due
             return False
+        self._take_blocks_short(due, nxt, running, preempt_last)
+        return True
+
+    def _take_blocks_short(
+        self, due: list[Seq], nxt: int, running: list[Seq], preempt_last: Callable[[], Seq]
+    ) -> None:
+        """:meth:`take_blocks` when fewer blocks are free than are due: member by member in
+        running order, preempting from the end of the running list while no block is free."""
+        kv, gpu = self.kv, self.kv.gpu
         due.sort(key=_order)  # who runs short first matters now
         for seq in due:
-            if seq.ff_tick < 0:  # preempted while making room for an earlier member
+            if not seq.lazy:  # preempted while making room for an earlier member
                 continue
             while gpu.free_blocks == 0:
-                assert preempt_last is not None
                 if len(running) <= self.size:
                     self._preempted(running[-1])
                 if preempt_last() is seq:
-                    break
-            else:
-                kv.grow_decode(seq, gpu.alloc())
-                if nxt <= seq.ff_tick + seq.output_tokens - seq.num_output:
-                    _add(alloc, nxt, seq)
-                continue
-            break  # the member preempted itself: it was the last running request
-        return True
+                    return  # the member preempted itself: it was the last running request
+            kv.grow_decode(seq, gpu.alloc())
+            if nxt <= seq.ff_tick + seq.output_tokens - seq.num_output:
+                _add(self._alloc, nxt, seq)
 
     def advance(self, now: float) -> tuple[list[Seq], list[Seq]]:
         """The members decoded one token each in a step that ended at ``now``.

@@ -32,16 +32,81 @@ class Scheduler(Protocol):
 
     def add(self, seq: Seq, now: float) -> None: ...
     def schedule(self, now: float) -> StepPlan: ...
-    def complete(self, plan: StepPlan, now: float) -> None: ...
-    def has_work(self) -> bool: ...
-    def queue_lengths(self) -> tuple[int, int, int]: ...
-    def memory_state(self) -> tuple[int, int, int]: ...
-    def breakdown(self) -> WasteBreakdown: ...
-    def kv_slots(self) -> tuple[int, int, int, int, int]: ...
-    def cache_state(self) -> tuple[int, int, int]: ...
-    def fork_state(self) -> tuple[int, int]: ...
-    def step_state(self) -> tuple[tuple[int, ...], tuple[int, ...]]: ...
-    def lazy_decode(self, on: bool) -> None: ...
+    def complete(self, plan: StepPlan, now: float) -> None:
+        """Apply a finished step: write KV, sample tokens, finish requests, record ITL."""
+        self.kv.commit(plan)
+        prev_end = self._prev_end_s
+        stalled: dict[float, int] = {}  # previous-token time → requests decoding after a stall
+        filled = self.filled
+        filled.clear()
+        contiguous, ended = self._complete_cohort(plan, now, stalled)  # first in plan order
+        fill = self.fill_block_size
+        for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
+            seq.num_computed += num_new
+            if fill and seq.num_computed % fill < num_new:
+                filled.append(seq)
+            if seq.num_computed != seq.num_tokens:
+                continue  # a prefill chunk that did not reach the end of the known tokens
+            seq.num_output += 1
+            seq.num_tokens += 1
+            last = seq.last_token_s
+            if last is None:
+                seq.first_token_s = now
+            elif last == prev_end:
+                contiguous += 1
+            else:  # stalled (e.g. behind a prefill-only step): requests stalled alike share a row
+                stalled[last] = stalled.get(last, 0) + 1
+            seq.last_token_s = now
+            if seq.num_output == seq.output_tokens:
+                self._on_output_complete(seq, now)
+                ended.append(seq)
+        if contiguous and prev_end is not None:
+            self.recorder.itl(now - prev_end, contiguous)
+        for last, count in stalled.items():
+            self.recorder.itl(now - last, count)
+        self._prev_end_s = now
+        if ended:
+            self._drop_ended(ended)
+        if self.cohort is not None:
+            self._extend_cohort(self.cohort)
+
+    def _complete_cohort(
+        self, plan: StepPlan, now: float, stalled: dict[float, int]
+    ) -> tuple[int, list[Seq]]:
+        """The cohort's part of :meth:`complete`: (members decoding right after the previous
+        step, members that sampled their last token, finished). Members that filled a block
+        go to ``self.filled``; stalled members to ``stalled``."""
+        if not plan.cohort:
+            return 0, []
+        cohort = self.cohort
+        assert cohort is not None
+        contiguous = 0
+        if cohort.last_s == self._prev_end_s:
+            contiguous = plan.cohort
+        else:
+            stalled[cohort.last_s] = plan.cohort
+        ended, full = cohort.advance(now)
+        self.filled.extend(full)
+        for seq in ended:
+            self._on_output_complete(seq, now)
+        return contiguous, ended
+
+    def _drop_ended(self, ended: list[Seq]) -> None:
+        """Take the requests that left from the running list."""
+        running = self.running
+        if self.finishes_at_last_token:
+            for seq in ended:
+                running.remove(seq)
+        else:
+            self.running = [s for s in running if s.status is Status.RUNNING]
+
+    def _extend_cohort(self, cohort: DecodeCohort) -> None:
+        """Let the running requests after the members join while they can (in order)."""
+        running, k = self.running, cohort.size
+        while k < len(running) and cohort.can_join(running[k]):
+            cohort.join(running[k])
+            k += 1
+
     def decode_run(self) -> DecodeCohort | None: ...
     def complete_decode_run_step(self, plan: StepPlan, now: float) -> None: ...
     @property

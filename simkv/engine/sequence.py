@@ -52,6 +52,7 @@ class Seq:
         "group",
         "keys",
         "last_token_s",
+        "lazy",
         "num_computed",
         "num_output",
         "num_tokens",
@@ -109,7 +110,8 @@ class Seq:
         self.prefix_hit_tokens: int | None = None  # cache hits at the first admission
         self.cache_hit_tokens = 0  # cache hits over every admission (incl. after preemption)
         self.group: ForkGroup | None = None  # sequences of a multi-sequence request
-        self.ff_tick = -1  # >= 0: a lazily advanced decode-cohort member (engine.cohort)
+        self.lazy = False  # a lazily advanced decode-cohort member (engine.cohort)
+        self.ff_tick = 0  # the cohort tick its counters are stored as of, while lazy
         self.order = 0  # cohort join stamp (running order among members)
 
     @property

@@ -6,16 +6,36 @@ swap pool (``swap.py``) call ``alloc``/``incref``/``free`` and never touch the c
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict, deque
-from collections.abc import Iterable, Iterator, Sequence
-from enum import StrEnum
-from typing import TYPE_CHECKING, NewType, Protocol
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from simkv.kv.free_queue import (
+    BlockId,
+    FifoFreeQueue,
+    FreeQueue,
+    OrderedFreeQueue,
+    ReuseOrder,
+    make_free_queue,
+)
 
 if TYPE_CHECKING:
     from simkv.kv.block_table import SequenceTable
 
-BlockId = NewType("BlockId", int)
-"""Index of a physical block in one allocator, ``0 <= id < num_blocks``."""
+__all__ = [
+    "BlockAllocator",
+    "BlockError",
+    "BlockId",
+    "DoubleFree",
+    "FifoFreeQueue",
+    "FreeQueue",
+    "InvalidBlockId",
+    "InvariantViolation",
+    "OrderedFreeQueue",
+    "OutOfBlocks",
+    "ReuseOrder",
+    "make_free_queue",
+]
 
 
 class OutOfBlocks(RuntimeError):
@@ -48,228 +68,6 @@ class DoubleFree(BlockError):
 
 class InvariantViolation(AssertionError):
     """``BlockAllocator.check`` found the allocator (or its tables) in an inconsistent state."""
-
-
-class ReuseOrder(StrEnum):
-    """Which freed block ``alloc`` hands out next.
-
-    ``FIFO``: a freed block joins the tail of the free queue and is reused last (the seed
-    notebook's behaviour, and vLLM v1's free queue). ``LIFO``: a freed block joins the head and
-    is reused first.
-    """
-
-    FIFO = "fifo"
-    LIFO = "lifo"
-
-
-class FreeQueue(Protocol):
-    """The blocks with refcount 0, in the order ``alloc`` reuses them.
-
-    The order *is* the eviction policy of a prefix cache: a cache-aware queue (see
-    ``prefix_cache.py``) forgets a block's cached content when ``pop`` hands the block out.
-    """
-
-    def pop(self) -> BlockId:
-        """Remove and return the block to reuse next (the queue is not empty)."""
-        ...
-
-    def push(self, block_id: BlockId) -> None:
-        """A block's refcount reached 0."""
-        ...
-
-    def pop_many(self, n: int) -> list[BlockId]:
-        """``[pop() for _ in range(n)]`` (the queue holds at least ``n``)."""
-        ...
-
-    def push_many(self, block_ids: Sequence[BlockId]) -> None:
-        """``push`` each of ``block_ids`` in order."""
-        ...
-
-    def remove(self, block_id: BlockId) -> None:
-        """A free block is taken back (a prefix-cache hit revives it)."""
-        ...
-
-    def __len__(self) -> int: ...
-
-    def __iter__(self) -> Iterator[BlockId]: ...
-
-
-class OrderedFreeQueue:
-    """FIFO or LIFO free queue with O(1) push, pop and removal of any block."""
-
-    __slots__ = ("_lifo", "_queue")
-
-    def __init__(self, block_ids: Iterable[int], reuse: ReuseOrder | str = ReuseOrder.FIFO) -> None:
-        self._queue: OrderedDict[BlockId, None] = OrderedDict.fromkeys(map(BlockId, block_ids))
-        self._lifo = ReuseOrder(reuse) is ReuseOrder.LIFO
-
-    def pop(self) -> BlockId:
-        return self._queue.popitem(last=False)[0]
-
-    def push(self, block_id: BlockId) -> None:
-        self._queue[block_id] = None
-        if self._lifo:
-            self._queue.move_to_end(block_id, last=False)
-
-    def pop_many(self, n: int) -> list[BlockId]:
-        popitem = self._queue.popitem
-        return [popitem(False)[0] for _ in range(n)]
-
-    def push_many(self, block_ids: Sequence[BlockId]) -> None:
-        queue = self._queue
-        if self._lifo:
-            for block_id in block_ids:
-                queue[block_id] = None
-                queue.move_to_end(block_id, last=False)
-        else:
-            for block_id in block_ids:  # (faster than OrderedDict.update)
-                queue[block_id] = None
-
-    def remove(self, block_id: BlockId) -> None:
-        del self._queue[block_id]
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def __iter__(self) -> Iterator[BlockId]:
-        return iter(self._queue)
-
-
-class FifoFreeQueue:
-    """FIFO free queue on a list with a moving head: pushes append, pops advance the head, and
-    bulk pops and pushes are single slice / extend operations (C speed).
-
-    Removing a block from the middle (a prefix-cache hit revives it) is lazy: the dead entry
-    stays queued and is skipped when it reaches the head. Under FIFO a block's dead entries are
-    always older than its live one, so ``_stale[b]`` (dead entries of ``b`` still queued) tells
-    which to skip. Consumed entries are dropped when they outnumber the live ones. Same order
-    and contents as :class:`OrderedFreeQueue` (FIFO); ``tests/kv/test_free_queue.py`` checks
-    this on random operation sequences.
-
-    Entries have absolute positions (``head_position`` … ``end_position``). A push may *mark*
-    its last entries (a prefix cache's blocks that hold content); ``marked_popped`` counts the
-    marked entries popped so far, found by position ranges rather than per block. A mark whose
-    entries are taken back must be dropped (:meth:`unmark`) before they reach the head.
-    """
-
-    __slots__ = ("_base", "_head", "_len", "_marks", "_queue", "_stale", "marked_popped")
-
-    def __init__(self, block_ids: Iterable[int]) -> None:
-        self._queue: list[BlockId] = list(map(BlockId, block_ids))
-        self._base = 0  # absolute position of _queue[0]
-        self._head = 0  # entries before it are consumed
-        self._len = len(self._queue)
-        self._stale: dict[BlockId, int] = {}
-        self._marks: deque[list[int]] = deque()  # [start, end) absolute, increasing
-        self.marked_popped = 0
-
-    @property
-    def head_position(self) -> int:
-        return self._base + self._head
-
-    @property
-    def end_position(self) -> int:
-        return self._base + len(self._queue)
-
-    def _compact(self) -> None:
-        if self._head > 4096 and self._head > len(self._queue) // 2:
-            del self._queue[: self._head]
-            self._base += self._head
-            self._head = 0
-
-    def _consume_marks(self, start: int, stop: int) -> None:
-        """Positions ``start`` … ``stop - 1`` were consumed: count the marked ones."""
-        marks = self._marks
-        while marks and marks[0][0] < stop:
-            mark = marks[0]
-            if mark[1] <= stop:
-                self.marked_popped += mark[1] - max(mark[0], start)
-                marks.popleft()
-            else:
-                self.marked_popped += stop - max(mark[0], start)
-                mark[0] = stop
-                break
-
-    def pop(self) -> BlockId:
-        return self.pop_many(1)[0]
-
-    def push(self, block_id: BlockId) -> None:
-        self._queue.append(block_id)
-        self._len += 1
-
-    def pop_many(self, n: int) -> list[BlockId]:
-        queue, head, stale = self._queue, self._head, self._stale
-        if not stale:
-            blocks = queue[head : head + n]
-            self._head = head + n
-        else:  # skip dead entries (revived blocks)
-            blocks = []
-            while len(blocks) < n:
-                take = n - len(blocks)
-                chunk = queue[self._head : self._head + take]
-                if not chunk:
-                    break
-                for block_id in chunk:
-                    dead = stale.get(block_id)
-                    if dead is None:
-                        blocks.append(block_id)
-                    elif dead == 1:
-                        del stale[block_id]
-                    else:
-                        stale[block_id] = dead - 1
-                self._head += take
-        if len(blocks) != n:
-            raise IndexError("pop from an empty free queue")
-        self._len -= n
-        if self._marks:
-            self._consume_marks(self._base + head, self._base + self._head)
-        self._compact()
-        return blocks
-
-    def push_many(self, block_ids: Sequence[BlockId], marked: int = 0) -> list[int] | None:
-        """Push ``block_ids`` in order; the last ``marked`` of them are marked. Returns the
-        mark (for :meth:`unmark`)."""
-        end = self._base + len(self._queue) + len(block_ids)
-        self._queue.extend(block_ids)
-        self._len += len(block_ids)
-        if not marked:
-            return None
-        mark = [end - marked, end]
-        self._marks.append(mark)
-        return mark
-
-    def unmark(self, mark: list[int]) -> None:
-        """Forget a mark whose queued entries were all taken back (revived), not popped."""
-        for i, other in enumerate(self._marks):
-            if other is mark:
-                del self._marks[i]
-                return
-
-    def remove(self, block_id: BlockId) -> None:
-        self._stale[block_id] = self._stale.get(block_id, 0) + 1
-        self._len -= 1
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __iter__(self) -> Iterator[BlockId]:
-        stale = dict(self._stale)
-        for block_id in self._queue[self._head :]:
-            dead = stale.get(block_id)
-            if dead:
-                stale[block_id] = dead - 1
-            else:
-                yield block_id
-
-
-def make_free_queue(
-    block_ids: Iterable[int], reuse: ReuseOrder | str = ReuseOrder.FIFO
-) -> FreeQueue:
-    """The fastest free queue for ``reuse``: :class:`FifoFreeQueue` or (LIFO)
-    :class:`OrderedFreeQueue`."""
-    if ReuseOrder(reuse) is ReuseOrder.FIFO:
-        return FifoFreeQueue(block_ids)
-    return OrderedFreeQueue(block_ids, reuse)
 
 
 class BlockAllocator:

@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from simkv.kv.allocator import BlockId, FifoFreeQueue, FreeQueue, ReuseOrder, make_free_queue
+from simkv.kv.free_queue import BlockId, FifoFreeQueue, FreeQueue, ReuseOrder, make_free_queue
 from simkv.workload.content import KeyStream, UniqueKeys
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simkv.kv.allocator import FifoFreeQueue, OrderedFreeQueue, make_free_queue
+from simkv.kv.free_queue import FifoFreeQueue, OrderedFreeQueue, make_free_queue
 
 N = 12
 # an operation: ("pop", count) | ("push", block) | ("remove", block)
