@@ -32,6 +32,64 @@ class Scheduler(Protocol):
 
     def add(self, seq: Seq, now: float) -> None: ...
     def schedule(self, now: float) -> StepPlan: ...
+    def complete(self, plan: StepPlan, now: float) -> None: ...
+    def has_work(self) -> bool: ...
+    def queue_lengths(self) -> tuple[int, int, int]: ...
+    def memory_state(self) -> tuple[int, int, int]: ...
+    def breakdown(self) -> WasteBreakdown: ...
+    def kv_slots(self) -> tuple[int, int, int, int, int]: ...
+    def cache_state(self) -> tuple[int, int, int]: ...
+    def fork_state(self) -> tuple[int, int]: ...
+    def step_state(self) -> tuple[tuple[int, ...], tuple[int, ...]]: ...
+    def lazy_decode(self, on: bool) -> None: ...
+    def decode_run(self) -> DecodeCohort | None: ...
+    def complete_decode_run_step(self, plan: StepPlan, now: float) -> None: ...
+    @property
+    def prev_end_s(self) -> float | None: ...
+    def check(self) -> None: ...
+
+    @property
+    def supports_forks(self) -> bool: ...
+
+
+class SchedulerBase:
+    """Token accounting, finishing, rejecting and inter-token latency, common to all policies.
+
+    Subclasses keep ``self.running`` (admission order) and ``self.waiting``, implement
+    ``schedule``, and call :meth:`_reject`, :meth:`_abort` and :meth:`_mark_scheduled`.
+    ``supports_forks``: whether the policy runs multi-sequence requests (only vLLM v0 does);
+    ``finishes_at_last_token``: whether a request leaves as soon as it samples its last token.
+    """
+
+    supports_forks: bool = False
+    finishes_at_last_token: bool = True  # False: _on_output_complete may defer or batch it
+
+    def __init__(self, kv: KVMemory, recorder: Recorder, waiting: WaitingQueue) -> None:
+        self.kv = kv
+        self.recorder = recorder
+        self.waiting = waiting
+        self.running: list[Seq] = []
+        self._prev_end_s: float | None = None  # when the last step ended
+        self.fill_block_size = 0  # > 0: collect requests whose step filled a block (caching)
+        self.filled: list[Seq] = []
+        self.cohort: DecodeCohort | None = None  # lazily advanced decoders (paged schedulers)
+
+    def add(self, seq: Seq, now: float) -> None:
+        """A request arrived."""
+        self.waiting.push(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or len(self.waiting) > 0
+
+    def queue_lengths(self) -> tuple[int, int, int]:
+        """(waiting, running, swapped)."""
+        return len(self.waiting), len(self.running), 0
+
+    def _mark_scheduled(self, seq: Seq, now: float) -> None:
+        seq.status = Status.RUNNING
+        if seq.first_scheduled_s is None:
+            seq.first_scheduled_s = now
+
     def complete(self, plan: StepPlan, now: float) -> None:
         """Apply a finished step: write KV, sample tokens, finish requests, record ITL."""
         self.kv.commit(plan)
@@ -106,111 +164,6 @@ class Scheduler(Protocol):
         while k < len(running) and cohort.can_join(running[k]):
             cohort.join(running[k])
             k += 1
-
-    def decode_run(self) -> DecodeCohort | None: ...
-    def complete_decode_run_step(self, plan: StepPlan, now: float) -> None: ...
-    @property
-    def prev_end_s(self) -> float | None: ...
-    def check(self) -> None: ...
-
-    @property
-    def supports_forks(self) -> bool: ...
-
-
-class SchedulerBase:
-    """Token accounting, finishing, rejecting and inter-token latency, common to all policies.
-
-    Subclasses keep ``self.running`` (admission order) and ``self.waiting``, implement
-    ``schedule``, and call :meth:`_reject`, :meth:`_abort` and :meth:`_mark_scheduled`.
-    ``supports_forks``: whether the policy runs multi-sequence requests (only vLLM v0 does);
-    ``finishes_at_last_token``: whether a request leaves as soon as it samples its last token.
-    """
-
-    supports_forks: bool = False
-    finishes_at_last_token: bool = True  # False: _on_output_complete may defer or batch it
-
-    def __init__(self, kv: KVMemory, recorder: Recorder, waiting: WaitingQueue) -> None:
-        self.kv = kv
-        self.recorder = recorder
-        self.waiting = waiting
-        self.running: list[Seq] = []
-        self._prev_end_s: float | None = None  # when the last step ended
-        self.fill_block_size = 0  # > 0: collect requests whose step filled a block (caching)
-        self.filled: list[Seq] = []
-        self.cohort: DecodeCohort | None = None  # lazily advanced decoders (paged schedulers)
-
-    def add(self, seq: Seq, now: float) -> None:
-        """A request arrived."""
-        self.waiting.push(seq)
-
-    def has_work(self) -> bool:
-        return bool(self.running) or len(self.waiting) > 0
-
-    def queue_lengths(self) -> tuple[int, int, int]:
-        """(waiting, running, swapped)."""
-        return len(self.waiting), len(self.running), 0
-
-    def _mark_scheduled(self, seq: Seq, now: float) -> None:
-        seq.status = Status.RUNNING
-        if seq.first_scheduled_s is None:
-            seq.first_scheduled_s = now
-
-    def complete(self, plan: StepPlan, now: float) -> None:
-        """Apply a finished step: write KV, sample tokens, finish requests, record ITL."""
-        self.kv.commit(plan)
-        prev_end = self._prev_end_s
-        contiguous = 0
-        stalled: dict[float, int] = {}  # previous-token time → requests decoding after a stall
-        ended: list[Seq] = []  # requests that sampled their last token
-        fill, filled = self.fill_block_size, self.filled
-        filled.clear()
-        cohort = self.cohort
-        if plan.cohort:  # the members come first in running (and plan) order
-            assert cohort is not None
-            if cohort.last_s == prev_end:
-                contiguous = plan.cohort
-            else:
-                stalled[cohort.last_s] = plan.cohort
-            ended, full = cohort.advance(now)
-            filled.extend(full)
-            for seq in ended:
-                self._on_output_complete(seq, now)
-        for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
-            seq.num_computed += num_new
-            if fill and seq.num_computed % fill < num_new:
-                filled.append(seq)
-            if seq.num_computed != seq.num_tokens:
-                continue  # a prefill chunk that did not reach the end of the known tokens
-            seq.num_output += 1
-            seq.num_tokens += 1
-            last = seq.last_token_s
-            if last is None:
-                seq.first_token_s = now
-            elif last == prev_end:
-                contiguous += 1
-            else:  # stalled (e.g. behind a prefill-only step): requests stalled alike share a row
-                stalled[last] = stalled.get(last, 0) + 1
-            seq.last_token_s = now
-            if seq.num_output == seq.output_tokens:
-                self._on_output_complete(seq, now)
-                ended.append(seq)
-        if contiguous and prev_end is not None:
-            self.recorder.itl(now - prev_end, contiguous)
-        for last, count in stalled.items():
-            self.recorder.itl(now - last, count)
-        self._prev_end_s = now
-        if ended:
-            running = self.running
-            if self.finishes_at_last_token:
-                for seq in ended:
-                    running.remove(seq)
-            else:
-                self.running = [s for s in running if s.status is Status.RUNNING]
-        if cohort is not None:
-            running, k = self.running, cohort.size
-            while k < len(running) and cohort.can_join(running[k]):
-                cohort.join(running[k])
-                k += 1
 
     def decode_run(self) -> DecodeCohort | None:
         """The cohort, when the next steps can only be its members' decodes: every running
