@@ -69,6 +69,7 @@ class Engine:
         # checking invariants reads every request's counters, so it turns lazy decoding off
         self.fast_forward = fast_forward and not check_invariants
         self.fast_forward_steps = 0  # steps in which a lazily advanced cohort decoded
+        self.decode_run_steps = 0  # ... of which the engine stepped without the scheduler
         self.scheduler = scheduler
         scheduler.lazy_decode(self.fast_forward)
         self.cost = cost
@@ -246,6 +247,7 @@ class Engine:
             sched.complete_decode_run_step(plan, env.now)
             self._record(start, duration, plan)
             self.fast_forward_steps += 1
+            self.decode_run_steps += 1
             ticks -= 1
             if self.progress is not None and rec.num_steps % 512 == 0:
                 self.progress(rec.num_done, len(self._arrival_s))
