@@ -66,8 +66,8 @@ class DecodeCohort:
     """The lazily advanced decoding prefix of a paged scheduler's running list."""
 
     __slots__ = (
-        "_alloc", "_fill", "_finish", "_joins", "block_size", "by_owner", "caching", "context",
-        "kv", "last_s", "size", "tick",
+        "_alloc", "_fill", "_finish", "_joins", "_uncounted", "block_size", "by_owner", "caching",
+        "context", "kv", "last_s", "size", "tick",
     )  # fmt: skip
 
     def __init__(self, kv: PagedKV) -> None:
@@ -81,6 +81,7 @@ class DecodeCohort:
         self.last_s = 0.0  # when every member sampled its last token
         self.context = 0  # Σ members' true num_computed
         self._joins = 0  # join stamps: members in running order have increasing stamps
+        self._uncounted = 0  # members whose filled blocks are not registered by count
         self._alloc: Calendar = {}  # members needing a block before the tick's step
         self._fill: Calendar = {}  # members filling a block in it
         self._finish: Calendar = {}  # members sampling their last token in it
@@ -107,11 +108,13 @@ class DecodeCohort:
         seq.lazy = True
         seq.order = self._joins
         self._joins += 1
-        end = tick + seq.output_tokens - seq.num_output  # the tick of its last token
+        end = seq.end_tick = tick + seq.output_tokens - seq.num_output  # its last token's
         _add(self._finish, end, seq)
         first = tick + (-length) % bs + 1  # the first step starting at a block boundary
         if first <= end:
             _add(self._alloc, first, seq)
+        if self.by_owner and not self._counted(seq):
+            self._uncounted += 1
         if self.caching and seq.keys is not None and not self._counted(seq):
             fill = tick + ((-length) % bs or bs)
             if fill < end:  # a block filled by the last step is registered when it is freed
@@ -145,6 +148,7 @@ class DecodeCohort:
             self.touch(seq)
             seq.lazy = False
         self.size = 0
+        self._uncounted = 0
         self.context = 0
         self._alloc.clear()
         self._fill.clear()
@@ -164,6 +168,8 @@ class DecodeCohort:
         """A member sampled its last token (it has no event left): up to date, out."""
         self.touch(seq)
         seq.lazy = False
+        if self.by_owner and not self._counted(seq):
+            self._uncounted -= 1
         self.context -= seq.num_computed
         self.size -= 1
 
@@ -181,6 +187,8 @@ class DecodeCohort:
             fill = tick + ((-length) % bs or bs)
             if fill < end:
                 _drop(self._fill, fill, seq)
+        if self.by_owner and not self._counted(seq):
+            self._uncounted -= 1
         seq.lazy = False
         self.context -= length
         self.size -= 1
@@ -207,10 +215,24 @@ class DecodeCohort:
             # the common case: every member's block is free. Which member gets which of the
             # blocks popped together does not matter (they are alike: free, uncached), so
             # running order is not needed here.
+            # kv.grow_decode and _add, inlined (one pass per member at a block boundary)
+            bs, internal, again = self.block_size, 0, []
             for seq, block in zip(due, gpu.alloc_many(len(due)), strict=True):
-                kv.grow_decode(seq, block)
-                if nxt <= seq.ff_tick + seq.output_tokens - seq.num_output:
-                    _add(alloc, nxt, seq)
+                ids = seq.table.block_ids
+                ids.append(block)
+                if nxt <= seq.end_tick:
+                    again.append(seq)  # not its last block: every slot will be written
+                else:
+                    over = len(ids) * bs - seq.final_kv_tokens  # slots past the final length
+                    if over > 0:
+                        internal += over if over < bs else bs
+            kv.internal_slots += internal
+            if again:
+                later = alloc.get(nxt)
+                if later is None:
+                    alloc[nxt] = again
+                else:
+                    later.extend(again)
             return True
         if preempt_last is None:
             self._alloc[tick] = due
@@ -234,7 +256,7 @@ class DecodeCohort:
                 if preempt_last() is seq:
                     return  # the member preempted itself: it was the last running request
             kv.grow_decode(seq, gpu.alloc())
-            if nxt <= seq.ff_tick + seq.output_tokens - seq.num_output:
+            if nxt <= seq.end_tick:
                 _add(self._alloc, nxt, seq)
 
     def advance(self, now: float) -> tuple[list[Seq], list[Seq]]:
@@ -261,8 +283,8 @@ class DecodeCohort:
             # a block boundary (it has an entry in the next tick's block calendar)
             due = self._alloc.get(tick + 1)
             if due:
-                counted = self._counted
-                self.kv.cache.owned_filled(sum(map(counted, due)))  # type: ignore[union-attr]
+                n = len(due) if not self._uncounted else sum(map(self._counted, due))
+                self.kv.cache.owned_filled(n)  # type: ignore[union-attr]
         filled = self._fill.pop(tick, None)
         if filled is None:
             return done, []
@@ -272,6 +294,6 @@ class DecodeCohort:
         fill = self._fill
         for seq in filled:
             self.touch(seq)
-            if nxt < seq.ff_tick + seq.output_tokens - seq.num_output:
+            if nxt < seq.end_tick:
                 _add(fill, nxt, seq)
         return done, filled

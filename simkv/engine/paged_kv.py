@@ -168,20 +168,22 @@ class PagedKV:
         """
         if not hits:
             return self.allocate_slots(seq, num_new)
-        refs, bs, gpu = self._refs, self.block_size, self.gpu
+        refs, bs, gpu, cache = self._refs, self.block_size, self.gpu, self.cache
         cached = len(hits) * bs
         new_blocks = -(-(cached + num_new) // bs) - len(hits)
         revived = sum(1 for block in hits if refs[block] == 0)
         if new_blocks + revived > gpu.free_blocks:
             return False
-        for block in hits:
-            if refs[block] == 0:
-                gpu.revive(block)
-            else:
-                gpu.incref(block)
-                self.shared_tokens += bs
-        if seq.keys is not None and self.cache is not None:
-            self.cache.revived(seq.keys, len(hits))
+        assert cache is not None and seq.keys is not None  # hits come from the cache
+        if cache.reviving(seq.keys, len(hits)):  # the request's own free blocks, one range
+            gpu.revive_many(hits)
+        else:
+            for block in hits:
+                if refs[block] == 0:
+                    gpu.revive(block)
+                else:
+                    gpu.incref(block)
+                    self.shared_tokens += bs
         table = seq.table
         table.block_ids = list(hits)
         table.length = cached

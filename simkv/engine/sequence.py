@@ -44,6 +44,7 @@ class Seq:
         "arrival_s",
         "cache_hit_tokens",
         "cached_upto",
+        "end_tick",
         "ff_tick",
         "final_kv_tokens",
         "finish_s",
@@ -112,6 +113,7 @@ class Seq:
         self.group: ForkGroup | None = None  # sequences of a multi-sequence request
         self.lazy = False  # a lazily advanced decode-cohort member (engine.cohort)
         self.ff_tick = 0  # the cohort tick its counters are stored as of, while lazy
+        # end_tick (set when it joins a cohort): the cohort tick of its last token, while lazy
         self.order = 0  # cohort join stamp (running order among members)
 
     @property

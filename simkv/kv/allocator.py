@@ -186,6 +186,21 @@ class BlockAllocator:
         self._refcount[block_id] = 1
         self._used += 1
 
+    def revive_many(self, block_ids: Sequence[BlockId]) -> None:
+        """``revive`` each of ``block_ids`` (distinct, all free); the free queue takes them
+        out in one call (``remove_many``). All or nothing: a used one raises first."""
+        refcount = self._refcount
+        num_blocks = len(refcount)
+        for block_id in block_ids:
+            if not 0 <= block_id < num_blocks:
+                self._validate(block_id)  # raises
+            if refcount[block_id]:
+                raise InvalidBlockId(f"revive of used block {block_id}")
+        self._free.remove_many(block_ids)
+        for block_id in block_ids:
+            refcount[block_id] = 1
+        self._used += len(block_ids)
+
     def incref(self, block_id: BlockId) -> None:
         """Add a reference to a used block (prefix sharing / fork)."""
         self._validate(block_id)
@@ -231,21 +246,23 @@ class BlockAllocator:
         if min(block_ids) < 0:
             raise DoubleFree(f"free of free block {min(block_ids)}")
         refcount = self._refcount
-        freed: list[BlockId] = []
-        for block_id in reversed(block_ids):
+        shared = 0
+        for block_id in block_ids:
             count = refcount[block_id]
             if count == 1:
                 refcount[block_id] = 0
-                freed.append(block_id)
             elif count > 1:
                 refcount[block_id] = count - 1
+                shared += 1
             else:  # undo, then refuse: all or nothing
-                for done in block_ids[len(block_ids) - 1 : block_ids.index(block_id) : -1]:
+                for done in block_ids[: block_ids.index(block_id)]:
                     refcount[done] += 1
                 raise DoubleFree(f"free of free block {block_id}")
+        # the freed ones, last block first; without sharing, all of them (one C-level copy)
+        freed = block_ids[::-1] if not shared else [b for b in block_ids[::-1] if not refcount[b]]
         self._used -= len(freed)
         self._free.push_many(freed)
-        return len(block_ids) - len(freed)
+        return shared
 
     def refcount(self, block_id: BlockId) -> int:
         """Current number of references to ``block_id`` (0 when free)."""

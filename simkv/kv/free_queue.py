@@ -14,6 +14,7 @@ from typing import NewType, Protocol
 
 BlockId = NewType("BlockId", int)
 """Index of a physical block in one allocator, ``0 <= id < num_blocks``."""
+DEAD = BlockId(-1)  # a FifoFreeQueue entry whose block was taken back (remove_range)
 
 
 class ReuseOrder(StrEnum):
@@ -55,6 +56,10 @@ class FreeQueue(Protocol):
         """A free block is taken back (a prefix-cache hit revives it)."""
         ...
 
+    def remove_many(self, block_ids: Sequence[BlockId]) -> None:
+        """``remove`` each of ``block_ids``."""
+        ...
+
     def __len__(self) -> int: ...
 
     def __iter__(self) -> Iterator[BlockId]: ...
@@ -94,6 +99,10 @@ class OrderedFreeQueue:
     def remove(self, block_id: BlockId) -> None:
         del self._queue[block_id]
 
+    def remove_many(self, block_ids: Sequence[BlockId]) -> None:
+        for block_id in block_ids:
+            del self._queue[block_id]
+
     def __len__(self) -> int:
         return len(self._queue)
 
@@ -116,9 +125,11 @@ class FifoFreeQueue:
     its last entries (a prefix cache's blocks that hold content); ``marked_popped`` counts the
     marked entries popped so far, found by position ranges rather than per block. A mark whose
     entries are taken back must be dropped (:meth:`unmark`) before they reach the head.
+    A run of queued positions whose blocks are all taken back at once (:meth:`remove_range`)
+    is overwritten with ``DEAD`` (one slice assignment) and skipped the same way.
     """
 
-    __slots__ = ("_base", "_head", "_len", "_marks", "_queue", "_stale", "marked_popped")
+    __slots__ = ("_base", "_dead", "_head", "_len", "_marks", "_queue", "_stale", "marked_popped")
 
     def __init__(self, block_ids: Iterable[int]) -> None:
         self._queue: list[BlockId] = list(map(BlockId, block_ids))
@@ -126,6 +137,7 @@ class FifoFreeQueue:
         self._head = 0  # entries before it are consumed
         self._len = len(self._queue)
         self._stale: dict[BlockId, int] = {}
+        self._dead = 0  # DEAD entries at or after the head (remove_range)
         self._marks: deque[list[int]] = deque()  # [start, end) absolute, increasing
         self.marked_popped = 0
 
@@ -164,33 +176,42 @@ class FifoFreeQueue:
         self._len += 1
 
     def pop_many(self, n: int) -> list[BlockId]:
-        queue, head, stale = self._queue, self._head, self._stale
-        if not stale:
-            blocks = queue[head : head + n]
-            self._head = head + n
-        else:  # skip dead entries (revived blocks)
-            blocks = []
-            while len(blocks) < n:
-                take = n - len(blocks)
-                chunk = queue[self._head : self._head + take]
-                if not chunk:
-                    break
-                for block_id in chunk:
-                    dead = stale.get(block_id)
-                    if dead is None:
-                        blocks.append(block_id)
-                    elif dead == 1:
-                        del stale[block_id]
-                    else:
-                        stale[block_id] = dead - 1
-                self._head += take
-        if len(blocks) != n:
+        queue, head = self._queue, self._head
+        blocks = queue[head : head + n]
+        self._head = head + n
+        if (self._stale or self._dead) and (self._stale or DEAD in blocks):
+            blocks = self._skip_dead(blocks, n)  # some popped entries are dead: skip them
+        elif len(blocks) != n:
             raise IndexError("pop from an empty free queue")
         self._len -= n
         if self._marks:
             self._consume_marks(self._base + head, self._base + self._head)
         self._compact()
         return blocks
+
+    def _skip_dead(self, chunk: list[BlockId], n: int) -> list[BlockId]:
+        """:meth:`pop_many`'s live blocks when ``chunk`` (the entries it took) holds dead
+        ones: drop those and take more entries until ``n`` are live."""
+        queue, stale, blocks = self._queue, self._stale, []
+        while True:
+            for block_id in chunk:
+                if block_id == DEAD:
+                    self._dead -= 1
+                    continue
+                dead = stale.get(block_id)
+                if dead is None:
+                    blocks.append(block_id)
+                elif dead == 1:
+                    del stale[block_id]
+                else:
+                    stale[block_id] = dead - 1
+            take = n - len(blocks)
+            if not take:
+                return blocks
+            chunk = queue[self._head : self._head + take]
+            if not chunk:
+                raise IndexError("pop from an empty free queue")
+            self._head += take
 
     def push_many(self, block_ids: Sequence[BlockId], marked: int = 0) -> list[int] | None:
         """Push ``block_ids`` in order; the last ``marked`` of them are marked. Returns the
@@ -215,12 +236,28 @@ class FifoFreeQueue:
         self._stale[block_id] = self._stale.get(block_id, 0) + 1
         self._len -= 1
 
+    def remove_many(self, block_ids: Sequence[BlockId]) -> None:
+        for block_id in block_ids:
+            self.remove(block_id)
+
+    def remove_range(self, start: int, stop: int, block_ids: Sequence[BlockId]) -> None:
+        """Take back the blocks queued at absolute positions ``start`` … ``stop - 1``, which
+        must be ``block_ids`` in queue order, all live and not yet reached by the head."""
+        i, j = start - self._base, stop - self._base
+        if i < self._head or self._queue[i:j] != list(block_ids):
+            raise AssertionError(f"positions {start}..{stop - 1} do not hold the given blocks")
+        self._queue[i:j] = [DEAD] * (j - i)
+        self._dead += j - i
+        self._len -= j - i
+
     def __len__(self) -> int:
         return self._len
 
     def __iter__(self) -> Iterator[BlockId]:
         stale = dict(self._stale)
         for block_id in self._queue[self._head :]:
+            if block_id == DEAD:
+                continue
             dead = stale.get(block_id)
             if dead:
                 stale[block_id] = dead - 1

@@ -55,6 +55,7 @@ class HashPrefixCache:
         self._owned = 0  # cached blocks of content-less requests (not in block_of)
         self._seen_marked = 0  # the queue's marked_popped already counted as evictions
         self._retiring: tuple[UniqueKeys, int, int] | None = None  # (request, blocks, cached)
+        self._reviving: tuple[int, int] | None = None  # queue positions of a note taken back
 
     # -- free queue ---------------------------------------------------------------------------
     def pop(self) -> BlockId:
@@ -106,15 +107,33 @@ class HashPrefixCache:
         stream.end = queue.end_position + n  # its block j enters at end - 1 - j (tail first)
         stream.mark = queue.push_many(block_ids, cached)
 
-    def revived(self, stream: KeyStream | UniqueKeys, hits: int) -> None:
-        """A request took back ``hits`` of its cached free blocks (:meth:`lookup_stream`'s)."""
-        if self.by_owner and isinstance(stream, UniqueKeys) and stream.mark is not None:
-            queue: FifoFreeQueue = self._queue  # type: ignore[assignment]
-            left = stream.end - max(queue.head_position, stream.end - len(stream.cached))
-            if hits != left:
-                raise AssertionError("a lookup takes every block of its note still queued")
-            queue.unmark(stream.mark)
-            stream.mark = None
+    def reviving(self, stream: KeyStream | UniqueKeys, hits: int) -> bool:
+        """A request is about to take back ``hits`` of its cached free blocks
+        (:meth:`lookup_stream`'s), all at once (the allocator's ``revive_many``, next).
+
+        Returns whether they are a content-less request's note: then they sit at consecutive
+        queue positions, taken out in one step, and they are all free (never shared)."""
+        if not (self.by_owner and isinstance(stream, UniqueKeys) and stream.mark is not None):
+            return False
+        queue: FifoFreeQueue = self._queue  # type: ignore[assignment]
+        left = stream.end - max(queue.head_position, stream.end - len(stream.cached))
+        if hits != left:
+            raise AssertionError("a lookup takes every block of its note still queued")
+        queue.unmark(stream.mark)
+        stream.mark = None
+        self._reviving = (stream.end - hits, stream.end)
+        return True
+
+    def remove_many(self, block_ids: Sequence[BlockId]) -> None:
+        """``remove`` each of ``block_ids`` (a note announced by :meth:`reviving`: one range)."""
+        span = self._reviving
+        if span is None:
+            for block_id in block_ids:
+                self._queue.remove(block_id)
+            return
+        self._reviving = None
+        queue: FifoFreeQueue = self._queue  # type: ignore[assignment]
+        queue.remove_range(*span, block_ids[::-1])  # block j entered at end - 1 - j
 
     def remove(self, block_id: BlockId) -> None:
         self._queue.remove(block_id)
@@ -323,8 +342,13 @@ class RadixPrefixCache:
         for j in range(start, stop):
             self.insert(keys[j], keys[j - 1] if j else None, blocks[j])
 
-    def revived(self, stream: KeyStream | UniqueKeys, hits: int) -> None:
-        """A request took back cached free blocks (nothing to note here)."""
+    def reviving(self, stream: KeyStream | UniqueKeys, hits: int) -> bool:
+        """A request is about to take back cached blocks (nothing to note here)."""
+        return False
+
+    def remove_many(self, block_ids: Sequence[BlockId]) -> None:
+        for block_id in block_ids:
+            self.remove(block_id)
 
     def retire(self, stream: KeyStream | UniqueKeys, blocks: list[BlockId], cached: int) -> None:
         """A request is about to free its blocks (nothing to note here)."""

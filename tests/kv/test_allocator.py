@@ -278,6 +278,22 @@ def test_revive_takes_a_specific_free_block():
         a.revive(BlockId(0))
 
 
+def test_revive_many_takes_specific_free_blocks_all_or_nothing():
+    a = BlockAllocator(5)
+    ids = a.alloc_many(3)  # 0, 1, 2
+    a.release(ids)  # free queue: 3, 4, 2, 1, 0
+    with pytest.raises(InvalidBlockId):
+        a.revive_many([BlockId(1), BlockId(7)])
+    a.alloc()  # 3
+    with pytest.raises(InvalidBlockId):
+        a.revive_many([BlockId(0), BlockId(3)])  # 3 is used: nothing changes
+    assert a.free_blocks == 4 and a.refcount(0) == 0
+    a.revive_many([BlockId(0), BlockId(2)])
+    assert a.refcount(0) == a.refcount(2) == 1 and a.free_blocks == 2
+    assert a.alloc_many(2) == [4, 1]
+    a.check()
+
+
 def test_free_queue_must_hold_every_block():
     with pytest.raises(ValueError, match="every block"):
         BlockAllocator(3, free_queue=_ListQueue(2))
