@@ -125,10 +125,13 @@ def build_engine(
     check_invariants: bool = False,
     workload: Workload | None = None,
     fast_forward: bool = True,
+    pull_arrivals: bool = True,
 ) -> tuple[Engine, KVSizing]:
     """Assemble one run's engine (workload, KV memory, scheduler, cost model, recorder).
 
-    ``workload`` replaces the one the config describes (for programmatic use and tests).
+    ``workload`` replaces the one the config describes (for programmatic use and tests);
+    ``fast_forward`` and ``pull_arrivals`` as :class:`~simkv.engine.engine.Engine` takes them
+    (both change nothing in the results; tests compare).
     """
     if workload is None:
         workload = build_workload(cfg.workload, np.random.default_rng(cfg.seed), base_dir)
@@ -145,6 +148,7 @@ def build_engine(
     engine = Engine(
         workload, scheduler, cost, recorder, limits,
         check_invariants=check_invariants, progress=progress, fast_forward=fast_forward,
+        pull_arrivals=pull_arrivals,
     )  # fmt: skip
     return engine, sizing
 

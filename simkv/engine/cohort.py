@@ -247,17 +247,29 @@ class DecodeCohort:
         running order, preempting from the end of the running list while no block is free."""
         kv, gpu = self.kv, self.kv.gpu
         due.sort(key=_order)  # who runs short first matters now
-        for seq in due:
+        i, n = 0, len(due)
+        while i < n:
+            seq = due[i]
             if not seq.lazy:  # preempted while making room for an earlier member
+                i += 1
                 continue
             while gpu.free_blocks == 0:
                 if len(running) <= self.size:
                     self._preempted(running[-1])
                 if preempt_last() is seq:
                     return  # the member preempted itself: it was the last running request
-            kv.grow_decode(seq, gpu.alloc())
-            if nxt <= seq.end_tick:
-                _add(self._alloc, nxt, seq)
+            # while blocks are free nobody is preempted: the next members (as many as there
+            # are free blocks) take theirs in one pop, in the order single pops would give
+            take: list[Seq] = []
+            free = gpu.free_blocks
+            while i < n and len(take) < free:
+                if due[i].lazy:
+                    take.append(due[i])
+                i += 1
+            for member, block in zip(take, gpu.alloc_many(len(take)), strict=True):
+                kv.grow_decode(member, block)
+                if nxt <= member.end_tick:
+                    _add(self._alloc, nxt, member)
 
     def advance(self, now: float) -> tuple[list[Seq], list[Seq]]:
         """The members decoded one token each in a step that ended at ``now``.

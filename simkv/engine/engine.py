@@ -1,4 +1,5 @@
-"""The SimPy engine: an arrival process and a step process. The only module importing simpy.
+"""The SimPy engine: a step process (and an arrival process for closed-loop sessions). The only
+module importing simpy.
 
 One SimPy event per engine step (a batched forward pass), never per token. Each step: admit the
 requests that have arrived, let the scheduler build a plan, price it with the cost model
@@ -7,7 +8,10 @@ computed, tokens sampled, finished requests free their blocks), record one step 
 
 Arrival semantics: a request that arrives while a step runs joins at the next step's start; an
 idle engine wakes at the next arrival. In closed-loop sessions, turn k + 1 arrives ``think_s``
-after turn k has left the system (finished, rejected or aborted).
+after turn k has left the system (finished, rejected or aborted). An open-loop workload's
+arrivals are pulled by the step process (:mod:`simkv.engine.arrival_feed`: no SimPy event per
+arrival) exactly when an arrival process would deliver them; closed-loop workloads keep the
+arrival process, whose deliveries interleave with think-time releases.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from simkv.engine.arrival_feed import NOTHING, ArrivalFeed, delay_to
 from simkv.engine.cohort import DecodeCohort
 from simkv.engine.cost_model import CostModel
 from simkv.engine.groups import ForkGroup
@@ -64,6 +69,7 @@ class Engine:
         check_invariants: bool = False,
         progress: ProgressFn | None = None,
         fast_forward: bool = True,
+        pull_arrivals: bool = True,
     ) -> None:
         self.env = simpy.Environment()
         # checking invariants reads every request's counters, so it turns lazy decoding off
@@ -84,6 +90,12 @@ class Engine:
         self._priority = array("q", workload.priority.astype(np.int64).tobytes())
         self._content = workload.content
         self._sessions = Sessions(workload)
+        # open loop: the step process pulls the arrivals (no SimPy event per arrival)
+        self._feed: ArrivalFeed | None = None
+        if pull_arrivals and not self._sessions.closed_loop:
+            self._feed = ArrivalFeed(self._arrival_s, self._sessions.independent)
+        self._resume = 0  # resumes of the step process so far (arrival_feed's ranks)
+        self._event_rank = -1  # rank of the event the step process waits for / woke from
         self._sampling = _sampling_columns(workload, scheduler)
         self._inbox: list[tuple[int, float]] = []  # (request, arrival time) not yet admitted
         self._seen_done = 0  # recorded requests whose follow-ups were released
@@ -97,7 +109,8 @@ class Engine:
         allocations instead of every 700 while the run lasts (a few per cent faster; the same
         memory, as no cycles are built). The previous thresholds come back afterwards.
         """
-        self.env.process(self._arrivals())
+        if self._feed is None:
+            self.env.process(self._arrivals())
         done = self.env.process(self._steps())
         thresholds = gc.get_threshold()
         gc.set_threshold(GC_GEN0_THRESHOLD, *thresholds[1:])
@@ -122,6 +135,13 @@ class Engine:
     def _wake_up(self) -> None:
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
+
+    def _take_arrivals(self, now: float) -> None:
+        """The arrivals the feed delivers to this resume of the step process."""
+        assert self._feed is not None
+        times = self._arrival_s
+        for i in self._feed.take(now, self._event_rank, self._resume):
+            self._arrive(i, times[i], now)
 
     def _admit(self, now: float) -> None:
         for i, arrival_s in self._inbox:
@@ -181,10 +201,13 @@ class Engine:
         env, sched, cost, rec = self.env, self.scheduler, self.cost, self.recorder
         total = len(self._arrival_s)
         fast, checking = self.fast_forward, self.check_invariants
-        closed_loop = self._sessions.closed_loop
+        closed_loop, feed = self._sessions.closed_loop, self._feed
         while True:
             start = env.now
-            if self._inbox:
+            if feed is not None:
+                if feed.fire_s <= start:
+                    self._take_arrivals(start)
+            elif self._inbox:
                 self._admit(start)
             if fast:
                 cohort = sched.decode_run()
@@ -202,8 +225,15 @@ class Engine:
                     raise SimulationStalled(f"at t={start:.6f}s: {sched.queue_lengths()}")
                 if rec.num_done == total:
                     return
+                if feed is not None and feed.fire_s != NOTHING:  # idle until the next batch
+                    self._event_rank = self._resume
+                    yield env.timeout(delay_to(start, feed.fire_s))
+                    self._resume += 1
+                    continue
                 self._wake = env.event()
+                self._event_rank = self._resume
                 yield self._wake
+                self._resume += 1
                 self._wake = None
                 continue
             if checking:
@@ -213,7 +243,9 @@ class Engine:
                 duration += cost.swap_time_s(plan.swap_in_blocks + plan.swap_out_blocks)
             if plan.copy_blocks:
                 duration += cost.copy_time_s(plan.copy_blocks)
+            self._event_rank = self._resume
             yield env.timeout(duration)
+            self._resume += 1
             if plan.cohort:
                 self.fast_forward_steps += 1
             sched.complete(plan, env.now)
@@ -233,6 +265,8 @@ class Engine:
         shortage. Each step is still one SimPy timeout, so times are the same floats."""
         env, sched, cost, rec = self.env, self.scheduler, self.cost, self.recorder
         horizon = env.peek()
+        if self._feed is not None:
+            horizon = min(horizon, self._feed.fire_s)
         ticks = cohort.next_finish() - cohort.tick - 1
         running: list[Seq] = []  # unused: take_blocks without preemption never touches it
         plan = StepPlan()  # each step's row; the same object, updated
@@ -243,7 +277,9 @@ class Engine:
             start = env.now
             if start + duration >= horizon or not cohort.take_blocks(running):
                 return
+            self._event_rank = self._resume
             yield env.timeout(duration)
+            self._resume += 1
             sched.complete_decode_run_step(plan, env.now)
             self._record(start, duration, plan)
             self.fast_forward_steps += 1

@@ -1,0 +1,88 @@
+"""Arrivals pulled by the step process, with the timing of a SimPy arrival process.
+
+An open-loop workload (no closed-loop sessions) needs no SimPy process for its arrivals: the
+step process takes them at each step's start. :class:`ArrivalFeed` decides which ones, exactly
+as a separate arrival process would have delivered them — the process that waits for each
+distinct arrival time ``t`` with a timeout of ``t - now`` created when the previous batch fired
+(so a batch fires at ``f = f_prev + (t - f_prev)``, the float SimPy computes), and pushes every
+request arriving at ``t`` (and, in the same resume, any later batch whose time is not after
+``f``). A step that starts at ``now`` sees a batch that fired before ``now``; one that fired
+exactly at ``now`` only if its timeout was created before the step's own (SimPy processes
+same-time events in creation order).
+
+Creation order is tracked by *ranks*: the step process counts its resumes; an event it creates
+during resume ``r`` has rank ``r``; a timeout the arrival process creates between the step
+process's resumes ``r - 1`` and ``r`` has rank ``r`` too, and comes first among rank-``r``
+events (it was created before the step process's resume ``r`` ran).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+
+NOTHING = math.inf  # fire time when every batch has been delivered
+
+
+class ArrivalFeed:
+    """The independent arrivals of one run (``order``: request indices in arrival order)."""
+
+    __slots__ = ("_k", "_n", "_order", "_rank", "_times", "fire_s")
+
+    def __init__(self, times: array, order: range | list[int]) -> None:
+        self._times = times
+        self._order = order
+        self._n = len(order)
+        self._k = 0  # the next request (index into order) not delivered
+        # the arrival process's first resume comes before the step process's first (it is
+        # started first): it pushes the batches at time 0 at once (rank -1: before anything)
+        # or waits for the first one with a timeout of rank 0
+        self.fire_s = NOTHING
+        self._rank = -1
+        if self._n:
+            first = times[order[0]]
+            if first > 0.0:
+                self.fire_s, self._rank = 0.0 + (first - 0.0), 0
+            else:
+                self.fire_s = 0.0
+
+    def take(self, now: float, event_rank: int, resume: int) -> list[int]:
+        """The requests delivered to a step-process resume at ``now`` (its ``resume``-th),
+        woken by an event of rank ``event_rank``. (An idle step process waits for the next
+        batch with a timeout created after that batch's: it is delivered by the same rule.)"""
+        out: list[int] = []
+        times, order, n = self._times, self._order, self._n
+        while self._k < n:
+            fire = self.fire_s
+            if not (fire < now or (fire == now and self._rank <= event_rank)):
+                break
+            # the arrival process resumes at `fire`: it pushes this batch and every batch not
+            # later than `fire`, then creates its next timeout (before this resume of ours)
+            k = self._k
+            t = times[order[k]]
+            while True:
+                while k < n and times[order[k]] == t:
+                    out.append(order[k])
+                    k += 1
+                if k == n:
+                    break
+                t = times[order[k]]
+                if t > fire:
+                    break  # a later batch: the next timeout
+            self._k = k
+            self.fire_s = fire + (t - fire) if k < n else NOTHING
+            self._rank = resume
+        return out
+
+
+def delay_to(now: float, target: float) -> float:
+    """A delay ``d >= 0`` with ``now + d == target`` exactly in floating point (a timeout that
+    ends exactly when a batch fires)."""
+    d = target - now
+    while now + d < target:
+        d = math.nextafter(d, math.inf)
+    while now + d > target:
+        d = math.nextafter(d, -math.inf)
+    if now + d != target:
+        raise ArithmeticError(f"no delay takes {now!r} exactly to {target!r}")
+    return d
