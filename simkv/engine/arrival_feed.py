@@ -73,16 +73,3 @@ class ArrivalFeed:
             self.fire_s = fire + (t - fire) if k < n else NOTHING
             self._rank = resume
         return out
-
-
-def delay_to(now: float, target: float) -> float:
-    """A delay ``d >= 0`` with ``now + d == target`` exactly in floating point (a timeout that
-    ends exactly when a batch fires)."""
-    d = target - now
-    while now + d < target:
-        d = math.nextafter(d, math.inf)
-    while now + d > target:
-        d = math.nextafter(d, -math.inf)
-    if now + d != target:
-        raise ArithmeticError(f"no delay takes {now!r} exactly to {target!r}")
-    return d

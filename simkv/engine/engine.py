@@ -20,11 +20,12 @@ import gc
 from array import array
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from heapq import heappush
 
 import numpy as np
 import simpy
 
-from simkv.engine.arrival_feed import NOTHING, ArrivalFeed, delay_to
+from simkv.engine.arrival_feed import NOTHING, ArrivalFeed
 from simkv.engine.cohort import DecodeCohort
 from simkv.engine.cost_model import CostModel
 from simkv.engine.groups import ForkGroup
@@ -39,6 +40,23 @@ from simkv.workload.request import Workload
 
 ProgressFn = Callable[[int, int], None]
 GC_GEN0_THRESHOLD = 50_000  # allocations between young-generation collections during a run
+
+
+class Environment(simpy.Environment):
+    """SimPy's environment with a timeout that ends exactly at a given time."""
+
+    def timeout_at(self, when: float) -> simpy.Event:
+        """Like ``timeout(when - now)``, but processed at exactly ``when``: the float
+        ``now + (when - now)`` that a timeout ends at can miss ``when`` by one ulp, and an idle
+        engine must wake exactly when the next arrival batch fires. Queues the event as
+        ``Environment.schedule`` does (SimPy 4's ``(time, priority, id, event)`` heap)."""
+        if when < self.now:
+            raise ValueError(f"timeout_at({when!r}) is before now ({self.now!r})")
+        event = simpy.Event(self)
+        event._ok = True  # triggered, as a Timeout is from its creation
+        event._value = None
+        heappush(self._queue, (when, simpy.core.NORMAL, next(self._eid), event))
+        return event
 
 
 class SimulationStalled(RuntimeError):
@@ -71,7 +89,7 @@ class Engine:
         fast_forward: bool = True,
         pull_arrivals: bool = True,
     ) -> None:
-        self.env = simpy.Environment()
+        self.env = Environment()
         # checking invariants reads every request's counters, so it turns lazy decoding off
         self.fast_forward = fast_forward and not check_invariants
         self.fast_forward_steps = 0  # steps in which a lazily advanced cohort decoded
@@ -227,7 +245,7 @@ class Engine:
                     return
                 if feed is not None and feed.fire_s != NOTHING:  # idle until the next batch
                     self._event_rank = self._resume
-                    yield env.timeout(delay_to(start, feed.fire_s))
+                    yield env.timeout_at(feed.fire_s)
                     self._resume += 1
                     continue
                 self._wake = env.event()

@@ -33,6 +33,7 @@ from simkv.kv.allocator import BlockAllocator, BlockId, ReuseOrder
 from simkv.kv.prefix_cache import HashPrefixCache, RadixPrefixCache
 from simkv.kv.swap import SwapDecision, SwapPool
 from simkv.kv.waste import WasteBreakdown
+from simkv.workload.content import UniqueKeys
 
 PrefixCaching = str  # "none" | "hash" | "radix"
 
@@ -160,6 +161,12 @@ class PagedKV:
             return []
         limit = (seq.num_tokens - 1) // self.block_size
         return self.cache.lookup_stream(seq.keys, limit)
+
+    def cannot_hit(self, seq: Seq) -> bool:
+        """Whether :meth:`cached_prefix` finds nothing for ``seq`` until it runs: no cache, no
+        keys, or keys only it can hit (:class:`UniqueKeys`) and it never held blocks."""
+        keys = self.cache is not None and seq.keys
+        return not keys or (type(keys) is UniqueKeys and not seq.preemptions and not seq.swaps)
 
     def allocate_with_prefix(self, seq: Seq, hits: list[BlockId], num_new: int) -> bool:
         """Admit ``seq`` onto its cached ``hits`` plus room for ``num_new`` more tokens.

@@ -40,6 +40,9 @@ class VllmV1Scheduler(SchedulerBase):
         if kv.cache is not None:
             self.fill_block_size = kv.block_size
         self._plan = StepPlan()  # the plan being built (for the cohort's preemption callback)
+        # (head, budget, blocks): the waiting head that could not be admitted with that budget
+        # and cannot hit the prefix cache (kv.cannot_hit) stays out while fewer blocks are free
+        self._blocked: tuple[Seq, int, int] | None = None
 
     def memory_state(self) -> tuple[int, int, int]:
         return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, 0
@@ -167,15 +170,22 @@ class VllmV1Scheduler(SchedulerBase):
         plan.preempted += 1
 
     def _schedule_waiting(self, plan: StepPlan, budget: int, now: float) -> None:
-        waiting, kv = self.waiting, self.kv
+        waiting, kv, blocked = self.waiting, self.kv, self._blocked
         while len(waiting) and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             seq = waiting.peek()
+            if (
+                blocked is not None and blocked[0] is seq and blocked[1] == budget
+                and kv.gpu.free_blocks < blocked[2]
+            ):  # fmt: skip
+                break  # the same allocation as last time, with no more blocks free
             hits = kv.cached_prefix(seq)
             remaining = seq.num_tokens - len(hits) * kv.block_size
             num_new = self._chunk(remaining, budget)
             if not self.cfg.enable_chunked_prefill and num_new < remaining:
                 break
             if not kv.allocate_with_prefix(seq, hits, num_new):
+                if not hits and kv.cannot_hit(seq):  # it needs a fresh table's blocks
+                    self._blocked = (seq, budget, -(-num_new // kv.block_size))
                 break
             hit_tokens = seq.num_computed
             if seq.prefix_hit_tokens is None:

@@ -5,19 +5,22 @@ without the feed give identical frames."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import tempfile
 from array import array
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import simpy
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simkv.config.sim import SimConfig
-from simkv.engine.arrival_feed import NOTHING, ArrivalFeed, delay_to
+from simkv.engine.arrival_feed import NOTHING, ArrivalFeed
+from simkv.engine.engine import Environment
 from simkv.engine.plan import StepPlan
 from simkv.metrics.summary import summarize
 from simkv.runner import build_engine
@@ -69,7 +72,7 @@ def seen_total(seen: list[tuple[float, list[int]]]) -> list[int]:
 
 def _with_feed(times: list[float], steps: list[float]) -> list[tuple[float, list[int]]]:
     """The same with :class:`ArrivalFeed` pulled by the step process alone."""
-    env = simpy.Environment()
+    env = Environment()
     feed = ArrivalFeed(array("d", times), range(len(times)))
     seen: list[tuple[float, list[int]]] = []
     state = {"resume": 0, "rank": -1}
@@ -84,7 +87,7 @@ def _with_feed(times: list[float], steps: list[float]) -> list[tuple[float, list
             if duration:
                 yield env.timeout(duration)
             elif len(seen_total(seen)) < len(times):
-                yield env.timeout(delay_to(env.now, feed.fire_s))
+                yield env.timeout_at(feed.fire_s)
             else:
                 continue  # no yield: still the same resume
             state["resume"] += 1
@@ -127,10 +130,20 @@ def test_feed_rounds_fire_times_as_simpy_does() -> None:
     assert feed.take(fire, 1, 6) == [1, 2] and feed.fire_s == NOTHING
 
 
-@given(now=st.floats(0, 1e7), later=st.floats(0, 1e7))
-def test_delay_to_lands_exactly(now: float, later: float) -> None:
-    target = now + later
-    assert now + delay_to(now, target) == target
+def test_timeout_at_ends_exactly_where_a_plain_timeout_misses() -> None:
+    env = Environment()
+    now, when = 0.09625, 0.67125
+    assert not any(now + d == when for d in (when - now, *_neighbours(when - now)))
+    env.run(until=now)
+    done = env.timeout_at(when)
+    env.run(until=done)
+    assert env.now == when
+    with pytest.raises(ValueError, match="before now"):
+        env.timeout_at(0.0)
+
+
+def _neighbours(d: float) -> list[float]:
+    return [math.nextafter(d, math.inf), math.nextafter(d, -math.inf)]
 
 
 def _config(seed: int, kind: str, rate: float, caching: str) -> SimConfig:
