@@ -181,11 +181,12 @@ class Engine:
 
     def _arrive(self, i: int, arrival_s: float, now: float) -> None:
         prompt, output = self._prompt[i], self._output[i]
-        max_len = self.limits.max_model_len
+        limits = self.limits
+        max_len = limits.max_model_len
         truncated = prompt + output > max_len
         seq = Seq(
             i, arrival_s, prompt, min(output, max_len - prompt) if truncated else output,
-            self._priority[i], self.limits.block_size, truncated,
+            self._priority[i], limits.block_size, truncated,
         )  # fmt: skip
         if self._sampling is not None:
             seq.group = self._group(i, seq.output_tokens)
@@ -196,8 +197,8 @@ class Engine:
             seq.finish_s = now
             self.recorder.request_done(seq)
             return
-        if self.limits.content_keys:
-            seq.keys = self._keys(i, prompt)
+        if limits.content_keys:
+            seq.keys = UniqueKeys(i) if self._content is None else self._keys(i, prompt)
         self.scheduler.add(seq, now)
 
     def _group(self, i: int, output_tokens: int) -> ForkGroup | None:
@@ -307,11 +308,10 @@ class Engine:
                 self.progress(rec.num_done, len(self._arrival_s))
 
     def _record(self, start: float, duration: float, plan: StepPlan) -> None:
-        memory, cache = self.scheduler.step_state()
         self.recorder.step((
-            start, duration, plan.prefill_tokens, plan.decode_tokens, plan.num_seqs, *memory,
+            start, duration, plan.prefill_tokens, plan.decode_tokens, plan.num_seqs,
             plan.preempted, plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks,
-            plan.cache_hit_tokens, *cache,
+            plan.cache_hit_tokens, *self.scheduler.step_state(),
         ))  # fmt: skip
 
 

@@ -294,21 +294,21 @@ class PagedKV:
         return WasteBreakdown(*self.slots())
 
     def step_state(
-        self, waiting: int, running: int, swapped: int, cpu_used: int
-    ) -> tuple[tuple[int, ...], tuple[int, int, int]]:
-        """A paged scheduler's :meth:`~simkv.engine.scheduler.SchedulerBase.step_state`
-        without fork blocks: queue lengths and ``cpu_used`` as given, the rest from here."""
-        bs, gpu, internal, cache = self.block_size, self.gpu, self.internal_slots, self.cache
-        used = gpu.used_blocks
+        self, waiting: int, running: int, swapped: int, cpu_used: int, fork: int = 0,
+        fork_independent: int = 0,
+    ) -> tuple[int, ...]:  # fmt: skip
+        """A paged scheduler's :meth:`~simkv.engine.scheduler.SchedulerBase.step_state`:
+        queue lengths, ``cpu_used`` and fork blocks as given, the rest from here."""
+        bs, internal, cache = self.block_size, self.internal_slots, self.cache
+        used = self.gpu.used_blocks
         free = self.gpu.num_blocks - used
         tokens = self.written_tokens - self.shared_tokens - self.fork_dup_tokens
-        memory = (
+        return (
             waiting, running, swapped, used, free, tokens, used * bs - tokens - internal,
             internal, 0, free * bs, cpu_used,
+            0 if cache is None else cache.cached_blocks, self.shared_tokens,
+            0 if cache is None else cache.evictions, fork, fork_independent,
         )  # fmt: skip
-        if cache is None:
-            return memory, (0, self.shared_tokens, 0)
-        return memory, (cache.cached_blocks, self.shared_tokens, cache.evictions)
 
     def slots(self) -> tuple[int, int, int, int, int]:
         """:meth:`breakdown`'s five counts, unchecked (the per-step recording path)."""

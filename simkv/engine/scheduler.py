@@ -40,7 +40,7 @@ class Scheduler(Protocol):
     def kv_slots(self) -> tuple[int, int, int, int, int]: ...
     def cache_state(self) -> tuple[int, int, int]: ...
     def fork_state(self) -> tuple[int, int]: ...
-    def step_state(self) -> tuple[tuple[int, ...], tuple[int, ...]]: ...
+    def step_state(self) -> tuple[int, ...]: ...
     def lazy_decode(self, on: bool) -> None: ...
     def decode_run(self) -> DecodeCohort | None: ...
     def complete_decode_run_step(self, plan: StepPlan, now: float) -> None: ...
@@ -70,7 +70,7 @@ class SchedulerBase:
         self.waiting = waiting
         self.running: list[Seq] = []
         self._prev_end_s: float | None = None  # when the last step ended
-        self.fill_block_size = 0  # > 0: collect requests whose step filled a block (caching)
+        self.fill_block_size = 0  # > 0: register the blocks each step fills (prefix caching)
         self.filled: list[Seq] = []
         self.cohort: DecodeCohort | None = None  # lazily advanced decoders (paged schedulers)
 
@@ -97,7 +97,9 @@ class SchedulerBase:
         stalled: dict[float, int] = {}  # previous-token time → requests decoding after a stall
         filled = self.filled
         filled.clear()
-        contiguous, ended = self._complete_cohort(plan, now, stalled)  # first in plan order
+        contiguous, ended = 0, []
+        if plan.cohort:  # first in plan order
+            contiguous, ended = self._complete_cohort(plan, now, stalled)
         fill = self.fill_block_size
         for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
             seq.num_computed += num_new
@@ -120,13 +122,16 @@ class SchedulerBase:
                 ended.append(seq)
         if contiguous and prev_end is not None:
             self.recorder.itl(now - prev_end, contiguous)
-        for last, count in stalled.items():
-            self.recorder.itl(now - last, count)
+        if stalled:
+            for last, count in stalled.items():
+                self.recorder.itl(now - last, count)
         self._prev_end_s = now
         if ended:
             self._drop_ended(ended)
         if self.cohort is not None:
             self._extend_cohort(self.cohort)
+        if filled and fill:  # register the blocks the step filled (prefix caching)
+            self.kv.cache_computed(filled)  # type: ignore[attr-defined]
 
     def _complete_cohort(
         self, plan: StepPlan, now: float, stalled: dict[float, int]
@@ -237,12 +242,13 @@ class SchedulerBase:
         """(blocks held by forked multi-sequence requests, blocks they would hold unshared)."""
         return 0, 0
 
-    def step_state(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """What a step row records of the scheduler: ``queue_lengths``, ``memory_state``'s used
-        and free blocks, ``kv_slots`` and ``memory_state``'s CPU blocks; then ``cache_state``
-        and ``fork_state`` (paged schedulers compute it in one call)."""
+    def step_state(self) -> tuple[int, ...]:
+        """What a step row records of the scheduler, in the recorder's ``STEP_STATE_COLUMNS``
+        order: ``queue_lengths``, ``memory_state``'s used and free blocks, ``kv_slots``,
+        ``memory_state``'s CPU blocks, ``cache_state`` and ``fork_state`` (paged schedulers
+        compute it in one call)."""
         used, free, cpu_used = self.memory_state()
         return (
-            (*self.queue_lengths(), used, free, *self.kv_slots(), cpu_used),
-            (*self.cache_state(), *self.fork_state()),
-        )
+            *self.queue_lengths(), used, free, *self.kv_slots(), cpu_used, *self.cache_state(),
+            *self.fork_state(),
+        )  # fmt: skip

@@ -91,11 +91,12 @@ class VllmV0Scheduler(SchedulerBase):
     def memory_state(self) -> tuple[int, int, int]:
         return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, self.kv.cpu_blocks_used
 
-    def step_state(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def step_state(self) -> tuple[int, ...]:
         kv = self.kv
         cpu = kv.cpu_blocks_used if kv.swap is not None else 0
-        memory, cache = kv.step_state(len(self.waiting), len(self.running), len(self.swapped), cpu)
-        return memory, (*cache, *self.fork_state())
+        return kv.step_state(
+            len(self.waiting), len(self.running), len(self.swapped), cpu, *self.fork_state()
+        )
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()

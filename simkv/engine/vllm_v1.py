@@ -47,9 +47,8 @@ class VllmV1Scheduler(SchedulerBase):
     def memory_state(self) -> tuple[int, int, int]:
         return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, 0
 
-    def step_state(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        memory, cache = self.kv.step_state(len(self.waiting), len(self.running), 0, 0)
-        return memory, (*cache, 0, 0)
+    def step_state(self) -> tuple[int, ...]:
+        return self.kv.step_state(len(self.waiting), len(self.running), 0, 0)
 
     def _chunk(self, num_new: int, budget: int) -> int:
         """Tokens to schedule out of ``num_new`` remaining: threshold and budget applied."""
@@ -197,11 +196,6 @@ class VllmV1Scheduler(SchedulerBase):
             self._mark_scheduled(seq, now)
             plan.add(seq, num_new)
             budget -= num_new
-
-    def complete(self, plan: StepPlan, now: float) -> None:
-        super().complete(plan, now)
-        if self.filled:
-            self.kv.cache_computed(self.filled)
 
     def check(self) -> None:
         self.kv.check(self.running)

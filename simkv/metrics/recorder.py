@@ -54,8 +54,21 @@ STEP_COLUMNS: tuple[str, ...] = (
     "fork_blocks_independent",
 )
 
+# a step row as recorded: the plan's values, then the scheduler's state (Scheduler.step_state)
+STEP_PLAN_COLUMNS: tuple[str, ...] = (
+    "time_s", "duration_s", "prefill_tokens", "decode_tokens", "batch_size", "preempted",
+    "swap_out_blocks", "swap_in_blocks", "copy_blocks", "cache_hit_tokens",
+)  # fmt: skip
+STEP_STATE_COLUMNS: tuple[str, ...] = (
+    "num_waiting", "num_running", "num_swapped", "blocks_used", "blocks_free", "token_slots",
+    "reserved_slots", "internal_frag_slots", "external_frag_slots", "free_slots",
+    "cpu_blocks_used", "cached_blocks", "shared_slots", "evictions", "fork_blocks",
+    "fork_blocks_independent",
+)  # fmt: skip
+_STEP_RECORDED = STEP_PLAN_COLUMNS + STEP_STATE_COLUMNS
+assert sorted(_STEP_RECORDED) == sorted(STEP_COLUMNS)
 _STEP_ROW = struct.Struct("<2d" + "q" * (len(STEP_COLUMNS) - 2))  # time_s, duration_s: floats
-_STEP_DTYPE = np.dtype([(name, "<f8" if k < 2 else "<i8") for k, name in enumerate(STEP_COLUMNS)])
+_STEP_DTYPE = np.dtype([(name, "<f8" if k < 2 else "<i8") for k, name in enumerate(_STEP_RECORDED)])
 
 
 @dataclass(frozen=True)
@@ -120,7 +133,8 @@ class Recorder:
         self._itl_count.append(count)
 
     def step(self, row: tuple[float | int, ...]) -> None:
-        """One step's values, in :data:`STEP_COLUMNS` order (two floats, then ints)."""
+        """One step's values, in :data:`STEP_PLAN_COLUMNS` then :data:`STEP_STATE_COLUMNS`
+        order (two floats, then ints); the frame has them in :data:`STEP_COLUMNS` order."""
         self._steps += _STEP_ROW.pack(*row)
 
     @property

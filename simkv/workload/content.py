@@ -76,6 +76,9 @@ class PromptContent:
 _KEY_MASK = (1 << 63) - 1  # content keys are ≥ 0; UniqueKeys are < 0, so the two never meet
 
 
+_NO_BLOCKS: list[int] = []  # shared, never mutated: a note is replaced, not extended
+
+
 class UniqueKeys:
     """Block keys of a request whose content nobody shares (a workload without content).
 
@@ -85,17 +88,22 @@ class UniqueKeys:
     :class:`KeyStream` key.
     """
 
-    __slots__ = ("cached", "end", "keys", "mark")
+    __slots__ = ("cached", "end", "mark", "req_id")
 
     def __init__(self, req_id: int) -> None:
-        base = -(req_id << 32) - 1
-        self.keys = range(base, base - (1 << 32), -1)  # every key, lazily (a range)
-        self.cached: list[int] = []  # a prefix cache's note of the blocks that held them
+        self.req_id = req_id
+        self.cached: list[int] = _NO_BLOCKS  # a prefix cache's note of the blocks that held them
         self.end = 0  # ... and of where in its free queue they went
         self.mark: list[int] | None = None  # ... and of the queue's mark on them
 
+    @property
+    def keys(self) -> range:
+        """Every key, lazily (a range)."""
+        base = -(self.req_id << 32) - 1
+        return range(base, base - (1 << 32), -1)
+
     def extend(self, num_blocks: int) -> range:
-        """``keys`` (it holds every key already); the :class:`KeyStream` interface."""
+        """``keys`` (they are all there already); the :class:`KeyStream` interface."""
         return self.keys
 
 
