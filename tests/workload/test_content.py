@@ -69,7 +69,7 @@ def test_same_id_different_length_diverges_after_the_shorter():
 def test_unique_keys_are_negative_and_never_meet_content_keys():
     keys = UniqueKeys(3)
     assert list(keys.extend(2)[:2]) == [-(3 << 32) - 1, -(3 << 32) - 2]
-    assert keys.extend(1) is keys.keys and len(keys.extend(5)) >= 5
+    assert keys.extend(1) == keys.keys and len(keys.extend(5)) >= 5  # every key, at once
     mine, next_ones = keys.keys, UniqueKeys(4).keys  # 2**32 keys each, disjoint ranges
     assert mine[-1] > next_ones[0] and len(mine) == 1 << 32
     content = block_keys([(1, 64)], 2, 16, 4)
