@@ -25,15 +25,19 @@ WASTE_COLUMNS = (
 )  # fmt: skip
 
 
-def weighted_percentile(values: np.ndarray, counts: np.ndarray, q: float) -> float:
-    """``np.percentile(np.repeat(values, counts), q)`` without materialising the repeat."""
+def weighted_percentiles(values: np.ndarray, counts: np.ndarray, qs: list[float]) -> list[float]:
+    """``np.percentile(np.repeat(values, counts), q)`` for each ``q`` in ``qs``, without
+    materialising the repeat (and sorting once)."""
     order = np.argsort(values, kind="stable")
     v, c = values[order], np.cumsum(counts[order])
-    h = (c[-1] - 1) * q / 100.0
-    lo, hi = int(np.floor(h)), int(np.ceil(h))
-    v_lo = v[np.searchsorted(c, lo, side="right")]
-    v_hi = v[np.searchsorted(c, hi, side="right")]
-    return float(v_lo + (v_hi - v_lo) * (h - lo))
+    out = []
+    for q in qs:
+        h = (c[-1] - 1) * q / 100.0
+        lo, hi = int(np.floor(h)), int(np.ceil(h))
+        v_lo = v[np.searchsorted(c, lo, side="right")]
+        v_hi = v[np.searchsorted(c, hi, side="right")]
+        out.append(float(v_lo + (v_hi - v_lo) * (h - lo)))
+    return out
 
 
 def _latency_stats(name: str, values_ms: np.ndarray, out: dict[str, float | None]) -> None:
@@ -48,14 +52,17 @@ def _latency_stats(name: str, values_ms: np.ndarray, out: dict[str, float | None
 def _itl_stats(itl: pd.DataFrame, out: dict[str, float | None]) -> None:
     values = itl["itl_s"].to_numpy() * 1e3
     counts = itl["count"].to_numpy()
+    total = counts.sum()
+    qs = [q for _, q in PERCENTILES if q is not None]
+    at = dict(zip(qs, weighted_percentiles(values, counts, qs), strict=True)) if total else {}
     for label, q in PERCENTILES:
         key = f"{label}_itl_ms"
-        if counts.sum() == 0:
+        if total == 0:
             out[key] = None
         elif q is None:
-            out[key] = float(np.sum(values * counts) / counts.sum())
+            out[key] = float(np.sum(values * counts) / total)
         else:
-            out[key] = weighted_percentile(values, counts, q)
+            out[key] = at[q]
 
 
 def _good(done: pd.DataFrame, ttft_ms: pd.Series, tpot_ms: pd.Series, slo: SLOConfig) -> int:
