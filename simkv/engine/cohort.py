@@ -216,17 +216,17 @@ class DecodeCohort:
             # blocks popped together does not matter (they are alike: free, uncached), so
             # running order is not needed here.
             # kv.grow_decode and _add, inlined (one pass per member at a block boundary)
-            bs, internal, again = self.block_size, 0, []
+            bs, internal, last = self.block_size, 0, False
             for seq, block in zip(due, gpu.alloc_many(len(due)), strict=True):
                 ids = seq.table.block_ids
                 ids.append(block)
-                if nxt <= seq.end_tick:
-                    again.append(seq)  # not its last block: every slot will be written
-                else:
-                    over = len(ids) * bs - seq.final_kv_tokens  # slots past the final length
+                if nxt > seq.end_tick:  # its last block: slots past its final length stay empty
+                    last = True
+                    over = len(ids) * bs - seq.final_kv_tokens
                     if over > 0:
                         internal += over if over < bs else bs
             kv.internal_slots += internal
+            again = [seq for seq in due if nxt <= seq.end_tick] if last else due
             if again:
                 later = alloc.get(nxt)
                 if later is None:

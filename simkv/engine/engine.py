@@ -221,6 +221,7 @@ class Engine:
         total = len(self._arrival_s)
         fast, checking = self.fast_forward, self.check_invariants
         closed_loop, feed = self._sessions.closed_loop, self._feed
+        timeout, step_row, state = simpy.Timeout, rec.step, sched.step_state
         while True:
             start = env.now
             if feed is not None:
@@ -237,7 +238,7 @@ class Engine:
             plan = sched.schedule(start)
             if closed_loop:
                 self._release_follow_ups()  # requests rejected at arrival or admission
-            if plan.empty:
+            if not plan.seqs and not plan.cohort:  # plan.empty
                 if plan.preempted:
                     continue  # the preemptions freed memory: schedule again at the same time
                 if sched.has_work():
@@ -263,14 +264,19 @@ class Engine:
             if plan.copy_blocks:
                 duration += cost.copy_time_s(plan.copy_blocks)
             self._event_rank = self._resume
-            yield env.timeout(duration)
+            yield timeout(env, duration)
             self._resume += 1
             if plan.cohort:
                 self.fast_forward_steps += 1
             sched.complete(plan, env.now)
             if closed_loop:
                 self._release_follow_ups()
-            self._record(start, duration, plan)
+            step_row((  # self._record, inlined
+                start, duration, plan.prefill_tokens, plan.decode_tokens,
+                len(plan.seqs) + plan.cohort,  # plan.num_seqs
+                plan.preempted, plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks,
+                plan.cache_hit_tokens, *state(),
+            ))  # fmt: skip
             if checking:
                 sched.check()
                 sched.breakdown()  # every waste category >= 0

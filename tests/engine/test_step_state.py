@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from simkv.engine.engine import Engine
 from simkv.engine.scheduler import SchedulerBase
 from simkv.runner import build_engine
 from tests.engine.test_fastforward import _config
@@ -24,15 +23,16 @@ def test_step_state_matches_its_parts(
     cfg = _config(7, 6.0, 1600, 16, caching, 2048, 60, 120, kind, "newest", mode)
     engine, _ = build_engine(cfg, tmp_path)
     checked: list[int] = []
-    record = Engine._record
+    sched = engine.scheduler
+    one_call = sched.step_state
 
-    def checking(self: Engine, start: float, duration: float, plan: object) -> None:
-        sched = self.scheduler
-        assert sched.step_state() == SchedulerBase.step_state(sched)  # type: ignore[arg-type]
+    def checking() -> tuple[int, ...]:  # what every step row records, checked
+        state = one_call()
+        assert state == SchedulerBase.step_state(sched)  # type: ignore[arg-type]
         checked.append(1)
-        record(self, start, duration, plan)  # type: ignore[arg-type]
+        return state
 
-    monkeypatch.setattr(Engine, "_record", checking)
+    monkeypatch.setattr(sched, "step_state", checking)
     engine.run()
     steps = engine.recorder.frames().steps
     assert len(checked) == len(steps) > 500
