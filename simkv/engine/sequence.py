@@ -96,7 +96,7 @@ class Seq:
         self.num_tokens = prompt_tokens  # prompt + generated; kept in step with num_output
         self.status = Status.WAITING
         self.reason = ""
-        self.table = SequenceTable(block_size=block_size)
+        self.table = SequenceTable.empty(block_size)
         self.reserved_slots = 0
         self.first_scheduled_s: float | None = None
         self.first_token_s: float | None = None

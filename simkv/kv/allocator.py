@@ -156,7 +156,7 @@ class BlockAllocator:
     # -- hot path ---------------------------------------------------------------------------
     def alloc(self) -> BlockId:
         """Take the block at the head of the free queue; its refcount becomes 1."""
-        if not self._free:
+        if self._used == self._num_blocks:  # the free queue is empty
             raise OutOfBlocks(1, 0)
         block_id = self._free.pop()
         self._refcount[block_id] = 1
@@ -167,10 +167,10 @@ class BlockAllocator:
         """Take ``n`` blocks in queue order; all or nothing (``OutOfBlocks`` changes nothing)."""
         if n < 0:
             raise ValueError(f"cannot allocate a negative number of blocks ({n})")
-        free = self._free
-        if n > len(free):
-            raise OutOfBlocks(n, len(free))
-        ids = free.pop_many(n)
+        free = self._num_blocks - self._used  # == len(self._free), without two calls
+        if n > free:
+            raise OutOfBlocks(n, free)
+        ids = self._free.pop_many(n)
         refcount = self._refcount
         for block_id in ids:
             refcount[block_id] = 1

@@ -43,6 +43,17 @@ class SequenceTable:
     length: int = 0  # tokens stored
     pending_copies: list[CopyOp] = field(default_factory=list)
 
+    @classmethod
+    def empty(cls, block_size: int) -> SequenceTable:
+        """``SequenceTable(block_size)`` without the dataclass machinery (one per request;
+        ``block_size >= 1`` is the caller's to guarantee)."""
+        table = cls.__new__(cls)
+        table.block_size = block_size
+        table.block_ids = []
+        table.length = 0
+        table.pending_copies = []
+        return table
+
     def __post_init__(self) -> None:
         if self.block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {self.block_size}")

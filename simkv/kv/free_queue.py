@@ -184,9 +184,17 @@ class FifoFreeQueue:
         elif len(blocks) != n:
             raise IndexError("pop from an empty free queue")
         self._len -= n
-        if self._marks:
-            self._consume_marks(self._base + head, self._base + self._head)
-        self._compact()
+        marks = self._marks
+        if marks:
+            start, stop = self._base + head, self._base + self._head
+            mark = marks[0]
+            if mark[0] <= start and stop < mark[1]:  # inside the oldest mark (the common case)
+                self.marked_popped += stop - start
+                mark[0] = stop
+            else:
+                self._consume_marks(start, stop)
+        if self._head > 4096:
+            self._compact()
         return blocks
 
     def _skip_dead(self, chunk: list[BlockId], n: int) -> list[BlockId]:

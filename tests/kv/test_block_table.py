@@ -215,3 +215,10 @@ def test_fork_rejects_unknown_mode():
     a = BlockAllocator(2, block_size=4)
     with pytest.raises(ValueError):
         fork_sequence(SequenceTable(block_size=4), a, mode="deep")  # type: ignore[arg-type]
+
+
+def test_empty_equals_a_constructed_table():
+    assert SequenceTable.empty(4) == SequenceTable(block_size=4)
+    table = SequenceTable.empty(4)
+    table.block_ids.append(BlockId(0))
+    assert SequenceTable.empty(4).block_ids == []  # fresh lists each time
