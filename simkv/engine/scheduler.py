@@ -128,8 +128,9 @@ class SchedulerBase:
         self._prev_end_s = now
         if ended:
             self._drop_ended(ended)
-        if self.cohort is not None:
-            self._extend_cohort(self.cohort)
+        cohort = self.cohort
+        if cohort is not None and cohort.size < len(self.running):
+            self._extend_cohort(cohort)
         if filled and fill:  # register the blocks the step filled (prefix caching)
             self.kv.cache_computed(filled)  # type: ignore[attr-defined]
 

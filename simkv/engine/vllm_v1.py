@@ -169,22 +169,24 @@ class VllmV1Scheduler(SchedulerBase):
         plan.preempted += 1
 
     def _schedule_waiting(self, plan: StepPlan, budget: int, now: float) -> None:
-        waiting, kv, blocked = self.waiting, self.kv, self._blocked
-        while len(waiting) and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
+        waiting, running, kv, blocked = self.waiting, self.running, self.kv, self._blocked
+        cfg, gpu, bs = self.cfg, self.kv.gpu, self.kv.block_size
+        max_seqs, chunked = cfg.max_num_seqs, cfg.enable_chunked_prefill
+        while len(waiting) and budget > 0 and len(running) < max_seqs:
             seq = waiting.peek()
             if (
                 blocked is not None and blocked[0] is seq and blocked[1] == budget
-                and kv.gpu.free_blocks < blocked[2]
+                and gpu.free_blocks < blocked[2]
             ):  # fmt: skip
                 break  # the same allocation as last time, with no more blocks free
             hits = kv.cached_prefix(seq)
-            remaining = seq.num_tokens - len(hits) * kv.block_size
+            remaining = seq.num_tokens - len(hits) * bs
             num_new = self._chunk(remaining, budget)
-            if not self.cfg.enable_chunked_prefill and num_new < remaining:
+            if not chunked and num_new < remaining:
                 break
             if not kv.allocate_with_prefix(seq, hits, num_new):
                 if not hits and kv.cannot_hit(seq):  # it needs a fresh table's blocks
-                    self._blocked = (seq, budget, -(-num_new // kv.block_size))
+                    self._blocked = (seq, budget, -(-num_new // bs))
                 break
             hit_tokens = seq.num_computed
             if seq.prefix_hit_tokens is None:
@@ -192,8 +194,10 @@ class VllmV1Scheduler(SchedulerBase):
             seq.cache_hit_tokens += hit_tokens
             plan.cache_hit_tokens += hit_tokens
             waiting.pop()
-            self.running.append(seq)
-            self._mark_scheduled(seq, now)
+            running.append(seq)
+            seq.status = Status.RUNNING  # _mark_scheduled, inlined
+            if seq.first_scheduled_s is None:
+                seq.first_scheduled_s = now
             plan.add(seq, num_new)
             budget -= num_new
 
