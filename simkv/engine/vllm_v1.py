@@ -172,7 +172,7 @@ class VllmV1Scheduler(SchedulerBase):
         waiting, running, kv, blocked = self.waiting, self.running, self.kv, self._blocked
         cfg, gpu, bs = self.cfg, self.kv.gpu, self.kv.block_size
         max_seqs, chunked = cfg.max_num_seqs, cfg.enable_chunked_prefill
-        while len(waiting) and budget > 0 and len(running) < max_seqs:
+        while waiting and budget > 0 and len(running) < max_seqs:
             seq = waiting.peek()
             if (
                 blocked is not None and blocked[0] is seq and blocked[1] == budget

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simkv.engine.sequence import Seq
+from simkv.engine.sequence import Seq, Status
 
 STEP_COLUMNS: tuple[str, ...] = (
     "time_s",
@@ -87,6 +87,7 @@ _INT_REQ = (
     "prefix_hit_tokens", "cache_hit_tokens",
 )  # fmt: skip
 _NAN = float("nan")
+_STATUS_TEXT = {status: status.value for status in Status}  # (faster than .value)
 _REQ_ROW = struct.Struct("<" + "d" * len(_FLOAT_REQ) + "q" * len(_INT_REQ))
 _REQ_DTYPE = np.dtype([(name, "<f8") for name in _FLOAT_REQ] + [(name, "<i8") for name in _INT_REQ])
 
@@ -119,12 +120,12 @@ class Recorder:
             _NAN if finish is None else finish,
             seq.req_id, seq.prompt_tokens, seq.output_tokens,
             seq.num_output if group is None else group.generated_tokens(seq.num_output),
-            1 if group is None else group.n, int(seq.truncated), seq.priority, seq.preemptions,
+            1 if group is None else group.n, seq.truncated, seq.priority, seq.preemptions,
             seq.swaps, seq.swapped_bytes, seq.recomputed_tokens, seq.prefix_hit_tokens or 0,
             seq.cache_hit_tokens,
         )  # fmt: skip
         self._done_ids.append(seq.req_id)
-        self._status.append(seq.status.value)  # the enum's own string: no copy per request
+        self._status.append(_STATUS_TEXT[seq.status])  # the enum's own string, shared
         self._reason.append(seq.reason)
 
     def itl(self, gap_s: float, count: int = 1) -> None:
