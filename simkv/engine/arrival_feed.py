@@ -10,10 +10,11 @@ request arriving at ``t`` (and, in the same resume, any later batch whose time i
 exactly at ``now`` only if its timeout was created before the step's own (SimPy processes
 same-time events in creation order).
 
-Creation order is tracked by *ranks*: the step process counts its resumes; an event it creates
-during resume ``r`` has rank ``r``; a timeout the arrival process creates between the step
-process's resumes ``r - 1`` and ``r`` has rank ``r`` too, and comes first among rank-``r``
-events (it was created before the step process's resume ``r`` ran).
+Creation order is tracked by *ranks*: the step process counts its resumes (the first is resume
+0), and every resume but the first was caused by the one event the step process created during
+the resume before. A timeout the arrival process creates between the step process's resumes
+``r - 1`` and ``r`` has rank ``r``: at resume ``r``, a batch firing exactly ``now`` was first iff
+its rank is below ``r`` (created before the event that woke this resume, in resume ``r - 1``).
 """
 
 from __future__ import annotations
@@ -46,15 +47,15 @@ class ArrivalFeed:
             else:
                 self.fire_s = 0.0
 
-    def take(self, now: float, event_rank: int, resume: int) -> list[int]:
-        """The requests delivered to a step-process resume at ``now`` (its ``resume``-th),
-        woken by an event of rank ``event_rank``. (An idle step process waits for the next
-        batch with a timeout created after that batch's: it is delivered by the same rule.)"""
+    def take(self, now: float, resume: int) -> list[int]:
+        """The requests delivered to the step process's ``resume``-th resume, at ``now``.
+        (An idle step process waits for the next batch with a timeout created after that
+        batch's: it is delivered by the same rule.)"""
         out: list[int] = []
         times, order, n = self._times, self._order, self._n
         while self._k < n:
             fire = self.fire_s
-            if not (fire < now or (fire == now and self._rank <= event_rank)):
+            if not (fire < now or (fire == now and self._rank < resume)):
                 break
             # the arrival process resumes at `fire`: it pushes this batch and every batch not
             # later than `fire`, then creates its next timeout (before this resume of ours)

@@ -112,7 +112,6 @@ class Engine:
         if pull_arrivals and not self._sessions.closed_loop:
             self._feed = ArrivalFeed(self._arrival_s, self._sessions.independent)
         self._resume = 0  # resumes of the step process so far (arrival_feed's ranks)
-        self._event_rank = -1  # rank of the event the step process waits for / woke from
         self._sampling = _sampling_columns(workload, scheduler)
         self._inbox: list[tuple[int, float]] = []  # (request, arrival time) not yet admitted
         self._seen_done = 0  # recorded requests whose follow-ups were released
@@ -158,7 +157,7 @@ class Engine:
         """The arrivals the feed delivers to this resume of the step process."""
         assert self._feed is not None
         times = self._arrival_s
-        for i in self._feed.take(now, self._event_rank, self._resume):
+        for i in self._feed.take(now, self._resume):
             self._arrive(i, times[i], now)
 
     def _admit(self, now: float) -> None:
@@ -221,7 +220,7 @@ class Engine:
         total = len(self._arrival_s)
         fast, checking = self.fast_forward, self.check_invariants
         closed_loop, feed = self._sessions.closed_loop, self._feed
-        timeout, step_row, state = simpy.Timeout, rec.step, sched.step_state
+        timeout = simpy.Timeout  # (env.timeout builds a bound method per call)
         while True:
             start = env.now
             if feed is not None:
@@ -246,12 +245,10 @@ class Engine:
                 if rec.num_done == total:
                     return
                 if feed is not None and feed.fire_s != NOTHING:  # idle until the next batch
-                    self._event_rank = self._resume
                     yield env.timeout_at(feed.fire_s)
                     self._resume += 1
                     continue
                 self._wake = env.event()
-                self._event_rank = self._resume
                 yield self._wake
                 self._resume += 1
                 self._wake = None
@@ -263,7 +260,6 @@ class Engine:
                 duration += cost.swap_time_s(plan.swap_in_blocks + plan.swap_out_blocks)
             if plan.copy_blocks:
                 duration += cost.copy_time_s(plan.copy_blocks)
-            self._event_rank = self._resume
             yield timeout(env, duration)
             self._resume += 1
             if plan.cohort:
@@ -271,12 +267,7 @@ class Engine:
             sched.complete(plan, env.now)
             if closed_loop:
                 self._release_follow_ups()
-            step_row((  # self._record, inlined
-                start, duration, plan.prefill_tokens, plan.decode_tokens,
-                len(plan.seqs) + plan.cohort,  # plan.num_seqs
-                plan.preempted, plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks,
-                plan.cache_hit_tokens, *state(),
-            ))  # fmt: skip
+            self._record(start, duration, plan)
             if checking:
                 sched.check()
                 sched.breakdown()  # every waste category >= 0
@@ -302,7 +293,6 @@ class Engine:
             start = env.now
             if start + duration >= horizon or not cohort.take_blocks(running):
                 return
-            self._event_rank = self._resume
             yield env.timeout(duration)
             self._resume += 1
             sched.complete_decode_run_step(plan, env.now)

@@ -139,9 +139,7 @@ class SchedulerBase:
     ) -> tuple[int, list[Seq]]:
         """The cohort's part of :meth:`complete`: (members decoding right after the previous
         step, members that sampled their last token, finished). Members that filled a block
-        go to ``self.filled``; stalled members to ``stalled``."""
-        if not plan.cohort:
-            return 0, []
+        go to ``self.filled``; stalled members to ``stalled``. (Only when the cohort ran.)"""
         cohort = self.cohort
         assert cohort is not None
         contiguous = 0

@@ -195,9 +195,7 @@ class VllmV1Scheduler(SchedulerBase):
             plan.cache_hit_tokens += hit_tokens
             waiting.pop()
             running.append(seq)
-            seq.status = Status.RUNNING  # _mark_scheduled, inlined
-            if seq.first_scheduled_s is None:
-                seq.first_scheduled_s = now
+            self._mark_scheduled(seq, now)
             plan.add(seq, num_new)
             budget -= num_new
 

@@ -90,12 +90,8 @@ class HashPrefixCache:
                     del block_of[key]
                     evicted += 1
             self.evictions += evicted
-        if self.by_owner:  # _count_owned_evictions, inlined
-            popped = self._queue.marked_popped  # type: ignore[attr-defined]
-            if popped != self._seen_marked:
-                self._owned -= popped - self._seen_marked
-                self.evictions += popped - self._seen_marked
-                self._seen_marked = popped
+        if self.by_owner:
+            self._count_owned_evictions()
         return blocks
 
     def push_many(self, block_ids: Sequence[BlockId]) -> None:

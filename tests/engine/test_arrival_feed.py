@@ -75,15 +75,14 @@ def _with_feed(times: list[float], steps: list[float]) -> list[tuple[float, list
     env = Environment()
     feed = ArrivalFeed(array("d", times), range(len(times)))
     seen: list[tuple[float, list[int]]] = []
-    state = {"resume": 0, "rank": -1}
+    state = {"resume": 0}
 
     def stepper():  # type: ignore[no-untyped-def]
         for duration in [*steps, None]:
-            got = feed.take(env.now, state["rank"], state["resume"])
+            got = feed.take(env.now, state["resume"])
             seen.append((env.now, got))
             if duration is None:
                 return
-            state["rank"] = state["resume"]
             if duration:
                 yield env.timeout(duration)
             elif len(seen_total(seen)) < len(times):
@@ -123,11 +122,11 @@ def test_ties_happen_in_the_property_test_setting() -> None:
 def test_feed_rounds_fire_times_as_simpy_does() -> None:
     feed = ArrivalFeed(array("d", [0.254, 5.668, 5.668]), range(3))
     assert feed.fire_s == 0.254
-    assert feed.take(0.254, 0, 1) == [0]
+    assert feed.take(0.254, 1) == [0]  # its timeout was created before the step process ran
     fire = 0.254 + (5.668 - 0.254)  # the float a timeout of t - now ends at
     assert feed.fire_s == fire < 5.668
-    assert feed.take(fire, 0, 6) == []  # its timeout was created after the step's (rank 1 > 0)
-    assert feed.take(fire, 1, 6) == [1, 2] and feed.fire_s == NOTHING
+    assert feed.take(fire, 1) == []  # created in resume 1, after the event that woke resume 1
+    assert feed.take(fire, 2) == [1, 2] and feed.fire_s == NOTHING
 
 
 def test_timeout_at_ends_exactly_where_a_plain_timeout_misses() -> None:
