@@ -42,6 +42,7 @@ class VllmV1Scheduler(SchedulerBase):
         self._plan = StepPlan()  # the plan being built (for the cohort's preemption callback)
         # (head, budget, blocks): the waiting head that could not be admitted with that budget
         # and cannot hit the prefix cache (kv.cannot_hit) stays out while fewer blocks are free
+        # (forgotten once it is admitted: after a preemption it may hit its own blocks)
         self._blocked: tuple[Seq, int, int] | None = None
 
     def memory_state(self) -> tuple[int, int, int]:
@@ -188,6 +189,8 @@ class VllmV1Scheduler(SchedulerBase):
                 if not hits and kv.cannot_hit(seq):  # it needs a fresh table's blocks
                     self._blocked = (seq, budget, -(-num_new // bs))
                 break
+            if blocked is not None and blocked[0] is seq:
+                self._blocked = blocked = None  # admitted: it may come back with cache hits
             hit_tokens = seq.num_computed
             if seq.prefix_hit_tokens is None:
                 seq.prefix_hit_tokens = hit_tokens
