@@ -34,6 +34,7 @@ single sequence and does not share its partial trailing block.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.sequence import Seq
@@ -58,8 +59,7 @@ def _drop(calendar: Calendar, tick: int, seq: Seq) -> None:
         del calendar[tick]
 
 
-def _order(seq: Seq) -> int:
-    return seq.order
+_order = attrgetter("order")  # a member's join stamp: running order among members
 
 
 class DecodeCohort:
