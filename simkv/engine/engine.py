@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 from array import array
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from heapq import heappush
 
 import numpy as np
@@ -28,14 +27,12 @@ import simpy
 from simkv.engine.arrival_feed import NOTHING, ArrivalFeed
 from simkv.engine.cohort import DecodeCohort
 from simkv.engine.cost_model import CostModel
-from simkv.engine.groups import ForkGroup
+from simkv.engine.intake import EngineLimits, Intake
 from simkv.engine.plan import StepPlan
 from simkv.engine.scheduler import Scheduler
 from simkv.engine.sequence import Seq, Status
 from simkv.engine.sessions import Sessions
-from simkv.errors import InputError
 from simkv.metrics.recorder import Recorder
-from simkv.workload.content import KeyStream, UniqueKeys
 from simkv.workload.request import Workload
 
 ProgressFn = Callable[[int, int], None]
@@ -60,16 +57,6 @@ class Environment(simpy.Environment):
 
 class SimulationStalled(RuntimeError):
     """Requests remain but the scheduler can schedule nothing and nothing runs."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineLimits:
-    """Model limits applied at arrival (vLLM's ``max_model_len`` handling), and whether
-    requests carry content keys (prefix caching on)."""
-
-    max_model_len: int
-    block_size: int
-    content_keys: bool = False
 
 
 class Engine:
@@ -100,19 +87,14 @@ class Engine:
         self.limits = limits
         self.check_invariants = check_invariants
         self.progress = progress
-        # typed arrays: 8 bytes a request, Python ints and floats only when read
         self._arrival_s = array("d", workload.arrival_s.astype(np.float64).tobytes())
-        self._prompt = array("q", workload.prompt_tokens.astype(np.int64).tobytes())
-        self._output = array("q", workload.output_tokens.astype(np.int64).tobytes())
-        self._priority = array("q", workload.priority.astype(np.int64).tobytes())
-        self._content = workload.content
+        self._intake = Intake(workload, scheduler, limits)
         self._sessions = Sessions(workload)
         # open loop: the step process pulls the arrivals (no SimPy event per arrival)
         self._feed: ArrivalFeed | None = None
         if pull_arrivals and not self._sessions.closed_loop:
             self._feed = ArrivalFeed(self._arrival_s, self._sessions.independent)
         self._resume = 0  # resumes of the step process so far (arrival_feed's ranks)
-        self._sampling = _sampling_columns(workload, scheduler)
         self._inbox: list[tuple[int, float]] = []  # (request, arrival time) not yet admitted
         self._seen_done = 0  # recorded requests whose follow-ups were released
         self._wake: simpy.Event | None = None
@@ -179,41 +161,11 @@ class Engine:
         self._wake_up()
 
     def _arrive(self, i: int, arrival_s: float, now: float) -> None:
-        prompt, output = self._prompt[i], self._output[i]
-        limits = self.limits
-        max_len = limits.max_model_len
-        truncated = prompt + output > max_len
-        seq = Seq(
-            i, arrival_s, prompt, min(output, max_len - prompt) if truncated else output,
-            self._priority[i], limits.block_size, truncated,
-        )  # fmt: skip
-        if self._sampling is not None:
-            seq.group = self._group(i, seq.output_tokens)
-        if prompt >= max_len:  # vLLM rejects a prompt that leaves no room for one output token
-            seq.output_tokens = output
-            seq.status = Status.REJECTED
-            seq.reason = "prompt_too_long"
-            seq.finish_s = now
+        seq = self._intake.seq(i, arrival_s, now)
+        if seq.status is Status.REJECTED:
             self.recorder.request_done(seq)
-            return
-        if limits.content_keys:
-            seq.keys = UniqueKeys(i) if self._content is None else self._keys(i, prompt)
-        self.scheduler.add(seq, now)
-
-    def _group(self, i: int, output_tokens: int) -> ForkGroup | None:
-        """Request ``i``'s fan-out; None when it has one sequence or never reaches its fork."""
-        assert self._sampling is not None
-        n_seqs, fork_after, beam = self._sampling
-        if n_seqs[i] < 2 or fork_after[i] >= output_tokens:
-            return None
-        return ForkGroup(n_seqs[i], fork_after[i], beam[i])
-
-    def _keys(self, i: int, prompt: int) -> KeyStream | UniqueKeys:
-        content = self._content
-        if content is None:
-            return UniqueKeys(i)
-        segments, output_id = content.segments(i), int(content.output_ids[i])
-        return KeyStream(segments, output_id, self.limits.block_size)
+        else:
+            self.scheduler.add(seq, now)
 
     def _steps(self) -> Generator[simpy.Event, None, None]:
         env, sched, cost, rec = self.env, self.scheduler, self.cost, self.recorder
@@ -244,14 +196,7 @@ class Engine:
                     raise SimulationStalled(f"at t={start:.6f}s: {sched.queue_lengths()}")
                 if rec.num_done == total:
                     return
-                if feed is not None and feed.fire_s != NOTHING:  # idle until the next batch
-                    yield env.timeout_at(feed.fire_s)
-                    self._resume += 1
-                    continue
-                self._wake = env.event()
-                yield self._wake
-                self._resume += 1
-                self._wake = None
+                yield from self._idle()
                 continue
             if checking:
                 plan.work()  # every count >= 0
@@ -273,6 +218,18 @@ class Engine:
                 sched.breakdown()  # every waste category >= 0
             if self.progress is not None and rec.num_steps % 512 == 0:
                 self.progress(rec.num_done, total)
+
+    def _idle(self) -> Generator[simpy.Event, None, None]:
+        """Nothing to run: wait for the next arrival batch (exactly when it fires) or, with
+        an arrival process, until it or a think time wakes the engine."""
+        feed, env = self._feed, self.env
+        if feed is not None and feed.fire_s != NOTHING:
+            yield env.timeout_at(feed.fire_s)
+        else:
+            self._wake = env.event()
+            yield self._wake
+            self._wake = None
+        self._resume += 1
 
     def _decode_run(self, cohort: DecodeCohort) -> Generator[simpy.Event, None, None]:
         """Steps in which only the cohort decodes (:meth:`Scheduler.decode_run`), without
@@ -309,23 +266,3 @@ class Engine:
             plan.preempted, plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks,
             plan.cache_hit_tokens, *self.scheduler.step_state(),
         ))  # fmt: skip
-
-
-def _sampling_columns(
-    workload: Workload, scheduler: Scheduler
-) -> tuple[list[int], list[int], list[bool]] | None:
-    """The workload's fan-out columns as lists, None when every request has one sequence.
-
-    Raises :class:`InputError` when there are multi-sequence requests and the scheduler cannot
-    run them (vLLM 0.11 fans ``n`` out into separate requests before its scheduler).
-    """
-    if workload.n_seqs is None or not (workload.n_seqs > 1).any():
-        return None
-    if not scheduler.supports_forks:
-        raise InputError(
-            "multi-sequence requests need scheduler vllm_v0 (vLLM 0.11 fans n out into "
-            "separate requests)",
-            field="workload.sampling",
-        )
-    assert workload.fork_after is not None and workload.beam is not None
-    return workload.n_seqs.tolist(), workload.fork_after.tolist(), workload.beam.tolist()
