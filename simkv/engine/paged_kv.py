@@ -299,14 +299,10 @@ class PagedKV:
     ) -> tuple[int, ...]:  # fmt: skip
         """A paged scheduler's :meth:`~simkv.engine.scheduler.SchedulerBase.step_state`:
         queue lengths, ``cpu_used`` and fork blocks as given, the rest from here."""
-        bs, internal, cache = self.block_size, self.internal_slots, self.cache
-        used = self.gpu.used_blocks
-        free = self.gpu.num_blocks - used
-        tokens = self.written_tokens - self.shared_tokens - self.fork_dup_tokens
+        gpu, cache = self.gpu, self.cache
         return (
-            waiting, running, swapped, used, free, tokens, used * bs - tokens - internal,
-            internal, 0, free * bs, cpu_used,
-            0 if cache is None else cache.cached_blocks, self.shared_tokens,
+            waiting, running, swapped, gpu.used_blocks, gpu.free_blocks, *self.slots(),
+            cpu_used, 0 if cache is None else cache.cached_blocks, self.shared_tokens,
             0 if cache is None else cache.evictions, fork, fork_independent,
         )  # fmt: skip
 

@@ -44,8 +44,6 @@ class Scheduler(Protocol):
     def lazy_decode(self, on: bool) -> None: ...
     def decode_run(self) -> DecodeCohort | None: ...
     def complete_decode_run_step(self, plan: StepPlan, now: float) -> None: ...
-    @property
-    def prev_end_s(self) -> float | None: ...
     def check(self) -> None: ...
 
     @property
@@ -231,11 +229,6 @@ class SchedulerBase:
 
         Only schedulers whose decodes the cohort can express accept ``on``; the rest ignore it.
         """
-
-    @property
-    def prev_end_s(self) -> float | None:
-        """When the last step ended (None before the first)."""
-        return self._prev_end_s
 
     def fork_state(self) -> tuple[int, int]:
         """(blocks held by forked multi-sequence requests, blocks they would hold unshared)."""

@@ -63,10 +63,10 @@ class VllmV1Scheduler(SchedulerBase):
 
     def decode_run(self) -> DecodeCohort | None:
         """Also the members fit the token budget."""
-        cohort = self.cohort
-        if self.waiting or cohort is None or not 0 < cohort.size == len(self.running):
+        cohort = super().decode_run()
+        if cohort is None or cohort.size > self.cfg.max_num_batched_tokens:
             return None
-        return cohort if cohort.size <= self.cfg.max_num_batched_tokens else None
+        return cohort
 
     def schedule(self, now: float) -> StepPlan:
         plan = self._plan = StepPlan()
