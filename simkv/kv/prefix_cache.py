@@ -47,7 +47,6 @@ class HashPrefixCache:
         self, num_blocks: int, reuse: ReuseOrder | str = ReuseOrder.FIFO, by_owner: bool = True
     ) -> None:
         self._queue = make_free_queue(range(num_blocks), reuse)
-        self._pop_head = self._queue.pop
         self.block_of: dict[int, BlockId] = {}
         self.key_of: list[int | None] = [None] * num_blocks
         self.evictions = 0
@@ -59,15 +58,7 @@ class HashPrefixCache:
 
     # -- free queue ---------------------------------------------------------------------------
     def pop(self) -> BlockId:
-        block = self._pop_head()
-        key = self.key_of[block]
-        if key is not None:
-            self.key_of[block] = None
-            del self.block_of[key]
-            self.evictions += 1
-        if self.by_owner:
-            self._count_owned_evictions()
-        return block
+        return self.pop_many(1)[0]
 
     def _count_owned_evictions(self) -> None:
         popped = self._queue.marked_popped  # type: ignore[attr-defined]
@@ -115,10 +106,9 @@ class HashPrefixCache:
         queue positions, taken out in one step, and they are all free (never shared)."""
         if not (self.by_owner and isinstance(stream, UniqueKeys) and stream.mark is not None):
             return False
-        queue: FifoFreeQueue = self._queue  # type: ignore[assignment]
-        left = stream.end - max(queue.head_position, stream.end - len(stream.cached))
-        if hits != left:
+        if hits != self._queued_of_note(stream):
             raise AssertionError("a lookup takes every block of its note still queued")
+        queue: FifoFreeQueue = self._queue  # type: ignore[assignment]
         queue.unmark(stream.mark)
         stream.mark = None
         self._reviving = (stream.end - hits, stream.end)
@@ -160,10 +150,14 @@ class HashPrefixCache:
         """:meth:`lookup` of a request's first ``limit`` block keys."""
         if not (self.by_owner and isinstance(stream, UniqueKeys)):
             return self.lookup(stream.extend(limit)[:limit])
-        cached, end = stream.cached, stream.end
-        head = self._queue.head_position  # type: ignore[attr-defined]
-        surviving = end - max(head, end - len(cached))  # the blocks the head has not passed
-        return cached[: min(surviving, limit)] if surviving > 0 else []
+        surviving = self._queued_of_note(stream)
+        return stream.cached[: min(surviving, limit)] if surviving > 0 else []
+
+    def _queued_of_note(self, stream: UniqueKeys) -> int:
+        """How many blocks of a content-less request's note the queue head has not passed
+        (its first ones: they entered the queue last)."""
+        end, head = stream.end, self._queue.head_position  # type: ignore[attr-defined]
+        return end - max(head, end - len(stream.cached))
 
     def insert(self, key: int, parent: int | None, block: BlockId) -> bool:
         """Cache a full, computed block; False if the key is cached already (first one wins)."""
