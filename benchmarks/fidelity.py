@@ -158,7 +158,7 @@ def microbenchmark(cfg: SimConfig, block_sizes: tuple[int, ...], tokens: int) ->
     """
     no_calls = cfg.cost_model.model_copy(update={"swap_copy_latency_us": 0.0})
     calls_per_block = 2 * cfg.model.num_layers
-    work = StepWork(tokens, 0, chunk_attention_pairs(tokens, 0), tokens, 1)
+    work = StepWork(tokens, 0, chunk_attention_pairs(tokens, 0), 0, 1)  # from scratch: no reads
     rows = []
     for bs in block_sizes:
         cost, transfer_only = (

@@ -23,14 +23,17 @@ from pydantic import Field, NonNegativeFloat, PositiveInt
 from simkv.config.base import Frozen
 from simkv.errors import InputError
 
-Efficiency = Annotated[float, Field(gt=0.0, le=1.0)]
+Efficiency = Annotated[float, Field(gt=0.0, le=4.0)]
+"""A fraction of a spec-sheet rate reached in practice. Above 1 is allowed (up to 4) because
+spec sheets sometimes understate what kernels reach (e.g. FP16-accumulate tensor rates on
+GeForce boards, or a calibration absorbing a term the model lacks); a calibration reports it."""
 
 
 class TransferCostConfig(Frozen):
     """Block-transfer parameters shared by every cost model.
 
     * ``memory_efficiency``: fraction of nominal HBM bandwidth reached by bulk reads/writes
-      (used for GPU→GPU block copies and, in the roofline, for the weight and KV traffic).
+      (GPU→GPU block copies and, in the roofline, writing the new tokens' KV).
     * ``host_link_efficiency``: fraction of the nominal GPU↔CPU link bandwidth reached by a swap.
     * ``swap_copy_latency_us``: fixed cost of one GPU↔CPU copy call. Swapping a block makes
       ``2 · num_layers`` of them (its K and its V in every layer's cache, one copy each, as vLLM
@@ -43,28 +46,54 @@ class TransferCostConfig(Frozen):
 
 
 class RooflineCostConfig(TransferCostConfig):
-    """Analytic step time: ``overhead + max(compute, memory) + all-reduce``.
+    """Analytic step time: a sum of phases, each at its own bottleneck (see
+    :class:`simkv.engine.cost_model.RooflineCostModel` for the formula).
 
-    * ``compute_efficiency``: fraction of peak tensor-core FLOP/s reached by the step's matmuls.
-    * ``step_overhead_ms``: fixed time per engine step standing for scheduling, input
-      preparation and kernel-launch overhead.
-    * ``allreduce_latency_us``: fixed latency of one all-reduce (two per layer when tp > 1).
-    * ``interconnect_efficiency``: fraction of the nominal interconnect bandwidth an all-reduce
-      reaches.
-    * ``attention_block_size_knee`` and ``small_block_attention_penalty``: the attention kernel
-      reads KV less efficiently from small blocks. The KV-read term's bandwidth efficiency is
-      ``memory_efficiency · min(1, block_size / knee) ** penalty``; with the defaults (knee 16,
-      penalty 0.5) block sizes of 16 and more are unpenalised, block 4 reads at half speed and
-      block 1 at a quarter. A penalty of 0 turns the effect off.
+    Overheads (the host side of a step: scheduling, input preparation, sampling, launches):
+
+    * ``step_overhead_ms``: fixed per engine step;
+    * ``seq_overhead_ms``: per sequence in the batch (input metadata, sampling, detokenising);
+    * ``prefill_overhead_ms``: per sequence that computes a prefill chunk in the step.
+
+    Efficiencies (fractions of the GPU's spec-sheet rates, :data:`Efficiency`):
+
+    * ``gemm_efficiency``: tensor-core FLOP/s reached by the linear layers;
+    * ``weight_read_efficiency``: HBM bandwidth reached streaming the weights;
+    * ``kv_read_efficiency``: HBM bandwidth reached by attention reading the KV cache;
+    * ``attention_efficiency``: tensor-core FLOP/s reached by prefill attention.
+
+    Tensor parallelism (two all-reduces per layer when tp > 1, ring algorithm):
+
+    * ``allreduce_latency_us``: fixed cost of one all-reduce call;
+    * ``nvlink_hop_latency_us`` / ``pcie_hop_latency_us``: latency of each of the ring's
+      ``2(tp − 1)`` steps over the GPU's ``interconnect`` kind;
+    * ``interconnect_efficiency``: fraction of the nominal link bandwidth an all-reduce reaches.
+
+    Small blocks: the KV-read bandwidth is further scaled by
+    ``min(1, block_size / attention_block_size_knee) ** small_block_attention_penalty``; with the
+    defaults (knee 16, penalty 0.5) block 4 reads at half speed and block 1 at a quarter.
+
+    Where each default comes from is stated in :data:`ROOFLINE_DEFAULT_SOURCES`.
     """
 
     kind: Literal["roofline"] = "roofline"
-    compute_efficiency: Efficiency = 0.6
     step_overhead_ms: NonNegativeFloat = 2.0
+    seq_overhead_ms: NonNegativeFloat = 0.0
+    prefill_overhead_ms: NonNegativeFloat = 0.0
+    gemm_efficiency: Efficiency = 0.6
+    weight_read_efficiency: Efficiency = 0.8
+    kv_read_efficiency: Efficiency = 0.8
+    attention_efficiency: Efficiency = 0.5
     allreduce_latency_us: NonNegativeFloat = 10.0
+    nvlink_hop_latency_us: NonNegativeFloat = 0.0
+    pcie_hop_latency_us: NonNegativeFloat = 0.0
     interconnect_efficiency: Efficiency = 0.7
     attention_block_size_knee: PositiveInt = 16
     small_block_attention_penalty: NonNegativeFloat = 0.5
+
+
+ROOFLINE_DEFAULT_SOURCES: dict[str, str] = {}
+"""Where each :class:`RooflineCostConfig` default comes from (printed by ``simkv validate``)."""
 
 
 class TableCostConfig(TransferCostConfig):

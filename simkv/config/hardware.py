@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal, Self
 
-from pydantic import PositiveFloat, PositiveInt, model_validator
+from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from simkv.config.base import Frozen
 from simkv.presets import PresetKind, list_presets, read_preset
@@ -29,10 +29,13 @@ DType = Literal["fp16", "bf16", "fp32", "fp8"]
 
 DTYPE_BYTES: Mapping[str, int] = MappingProxyType({"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1})
 
+Interconnect = Literal["nvlink", "pcie"]
+
 __all__ = [
     "DTYPE_BYTES",
     "DType",
     "GpuSpec",
+    "Interconnect",
     "ModelSpec",
     "list_presets",
     "load_gpu_preset",
@@ -58,8 +61,15 @@ class ModelSpec(Frozen):
 
     Invariants: every count is positive; ``num_attention_heads`` is a multiple of
     ``num_kv_heads`` (grouped-query attention shares each KV head among that many query heads);
-    the non-embedding parameter count is positive. ``dtype`` is the storage type of both the
-    weights and the KV cache.
+    the non-embedding parameter count is positive. ``dtype`` is the storage type of the weights,
+    ``kv_dtype`` that of the KV cache (vLLM's ``kv_cache_dtype``; unset = ``dtype``, as vLLM's
+    ``auto``), so an fp8 KV cache beside bf16 weights is ``kv_dtype: fp8``.
+
+    Mixture of experts: ``num_experts > 0`` routed experts per layer, each token using
+    ``experts_per_token`` of them; an expert is a gated MLP of ``expert_intermediate_size``
+    (``3 · hidden · expert_intermediate_size`` parameters). ``num_parameters`` counts every
+    expert; the parameters a token runs through are :attr:`active_parameters_nonembedding`.
+    A dense model has ``num_experts = experts_per_token = expert_intermediate_size = 0``.
     """
 
     name: str
@@ -72,14 +82,21 @@ class ModelSpec(Frozen):
     vocab_size: PositiveInt
     num_parameters: PositiveInt
     dtype: DType
+    kv_dtype: DType | None = None
     max_model_len: PositiveInt
     tie_word_embeddings: bool = False
+    num_experts: NonNegativeInt = 0
+    experts_per_token: NonNegativeInt = 0
+    expert_intermediate_size: NonNegativeInt = 0
     source: str | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _resolve_preset(cls, data: Any) -> Any:
-        return _expand_preset("models", data)
+        data = _expand_preset("models", data)
+        if isinstance(data, Mapping) and data.get("kv_dtype") is None and "dtype" in data:
+            data = {**data, "kv_dtype": data["dtype"]}  # the resolved config shows the value
+        return data
 
     @model_validator(mode="after")
     def _check_shape(self) -> Self:
@@ -88,19 +105,55 @@ class ModelSpec(Frozen):
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
                 f"num_kv_heads ({self.num_kv_heads})"
             )
-        if self.num_parameters_nonembedding <= 0:
-            raise ValueError("num_parameters must exceed the embedding parameters")
+        moe = (self.num_experts, self.experts_per_token, self.expert_intermediate_size)
+        if any(moe) and not all(moe):
+            raise ValueError(
+                "num_experts, experts_per_token and expert_intermediate_size are all > 0 "
+                "(mixture of experts) or all 0 (dense)"
+            )
+        if self.experts_per_token > self.num_experts:
+            raise ValueError(
+                f"experts_per_token ({self.experts_per_token}) exceeds num_experts "
+                f"({self.num_experts})"
+            )
+        if self.num_parameters_nonembedding - self.expert_parameters <= 0:
+            raise ValueError("num_parameters must exceed the embedding and expert parameters")
         return self
 
     @property
     def dtype_bytes(self) -> int:
-        """Bytes per stored element (weights and KV cache)."""
+        """Bytes per stored weight element (also the activations' width)."""
         return DTYPE_BYTES[self.dtype]
 
     @property
+    def kv_dtype_bytes(self) -> int:
+        """Bytes per stored KV-cache element."""
+        return DTYPE_BYTES[self.kv_dtype or self.dtype]
+
+    @property
     def kv_bytes_per_token(self) -> int:
-        """KV-cache bytes one token occupies over all layers: 2·layers·kv_heads·head_dim·dtype."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.dtype_bytes
+        """KV-cache bytes one token occupies over all layers: 2·layers·kv_heads·head_dim·kv
+        dtype."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.kv_dtype_bytes
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def expert_parameters(self) -> int:
+        """Parameters of every routed expert of every layer (0 for a dense model)."""
+        per_expert = 3 * self.hidden_size * self.expert_intermediate_size
+        return self.num_layers * self.num_experts * per_expert
+
+    @property
+    def active_parameters_nonembedding(self) -> int:
+        """Non-embedding parameters one token runs through: the dense part plus
+        ``experts_per_token`` experts per layer (all of them for a dense model)."""
+        if not self.is_moe:
+            return self.num_parameters_nonembedding
+        active_experts = self.expert_parameters * self.experts_per_token // self.num_experts
+        return self.num_parameters_nonembedding - self.expert_parameters + active_experts
 
     @property
     def weight_bytes(self) -> int:
@@ -124,15 +177,20 @@ class GpuSpec(Frozen):
     ``memory_bytes`` is the device memory; the packaged presets read the marketed "N GB" as
     N GiB, which is what ``nvidia-smi`` reports for the A100s (the utilization factor absorbs
     the small reservation other boards show). ``peak_tflops`` is dense FP16/BF16 tensor-core
-    throughput without structured sparsity. ``interconnect_gbps`` is the per-GPU bandwidth
-    available to tensor-parallel all-reduce (NVLink, or PCIe where there is none).
+    throughput (FP32 accumulate, what serving kernels use) without structured sparsity;
+    ``peak_fp8_tflops`` the dense FP8 rate where the GPU has FP8 tensor cores (None: fp8 weights
+    compute at the FP16 rate). ``interconnect_gbps`` is the per-GPU bandwidth available to
+    tensor-parallel all-reduce over ``interconnect`` (``nvlink``, or ``pcie`` where there is
+    none); the cost model prices an all-reduce's latency by that kind.
     """
 
     name: str
     memory_bytes: PositiveInt
     peak_tflops: PositiveFloat
+    peak_fp8_tflops: PositiveFloat | None = None
     hbm_bandwidth_gbps: PositiveFloat
     host_link_gbps: PositiveFloat
+    interconnect: Interconnect = "pcie"
     interconnect_gbps: PositiveFloat
     source: str | None = None
 

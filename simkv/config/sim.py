@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, model_validator
 
+from simkv.calibrate.profile import expand_profile
 from simkv.config.base import Frozen, YamlDoc, load_yaml, validate
 from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
@@ -126,6 +127,32 @@ def _default_section(key: str) -> dict[str, Any]:
     return default.model_dump(mode="json") if isinstance(default, Frozen) else {}
 
 
+def _parent_of(data: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    """The mapping that holds ``keys[-1]``, made along the way: a top-level section the
+    document leaves out starts from its default, a preset name becomes ``{preset: name}``."""
+    node = data
+    for depth, key in enumerate(keys[:-1]):
+        if depth == 0 and key not in node:
+            node[key] = _default_section(key)
+        child = node.get(key)
+        if isinstance(child, str):  # e.g. model: llama-2-7b  →  {preset: llama-2-7b}
+            child = {"preset": child}
+        if not isinstance(child, dict):
+            child = {}
+        node[key] = child
+        node = child
+    return node
+
+
+def _is_set(data: Any, keys: list[str]) -> bool:
+    """Whether the document itself gives a value at ``keys``."""
+    for key in keys:
+        if not isinstance(data, dict) or data.get(key) is None:
+            return False
+        data = data[key]
+    return True
+
+
 def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
     """Apply ``--set key.path=value`` items (values parsed as YAML) to the document in place.
 
@@ -134,26 +161,88 @@ def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
     """
     for item in overrides:
         keys, value = _parse_override(item)
-        node = doc.data
-        for depth, key in enumerate(keys[:-1]):
-            if depth == 0 and isinstance(node, dict) and key not in node:
-                node[key] = _default_section(key)
-            child = node.get(key) if isinstance(node, dict) else None
-            if isinstance(child, str):  # e.g. model: llama-2-7b  →  {preset: llama-2-7b}
-                child = {"preset": child}
-            if not isinstance(child, dict):
-                child = {}
-            node[key] = child
-            node = child
-        node[keys[-1]] = value
+        if isinstance(doc.data, dict):
+            _parent_of(doc.data, keys)[keys[-1]] = value
+
+
+def _measured_path(doc: YamlDoc) -> Path | None:
+    """The measurement of a ``kind: measured`` workload with ``engine_settings`` on (else None);
+    relative to the config file, and an :class:`InputError` at ``workload.path`` if missing."""
+    workload = doc.data.get("workload")
+    if not isinstance(workload, dict) or workload.get("kind") != "measured":
+        return None
+    path = workload.get("path")
+    if workload.get("engine_settings", True) is not True or not isinstance(path, str):
+        return None  # validation reports a bad flag or path
+    resolved = Path(doc.file).parent / path
+    if not resolved.exists():
+        raise InputError(
+            f"no such file or folder: {resolved}", file=doc.file,
+            line=doc.line_of(("workload", "path")), field="workload.path",
+        )  # fmt: skip
+    return resolved
+
+
+def _unset(data: dict[str, Any], fill: dict[str, object]) -> dict[str, object]:
+    """The items of ``fill`` (dotted keys) that the document leaves unset and can take.
+
+    Scheduler keys and ``kv_cache.prefix_caching`` apply only to the vllm_v1 scheduler (the
+    default; vLLM ≥ 0.8 runs the V1 engine); ``kv_cache.num_blocks`` only when the config gives
+    no ``capacity_gib`` and the block size in effect is the measured one; nothing goes into a
+    required section the config leaves out (``model``: validation says it is missing).
+    """
+    sched = data.get("scheduler")
+    v1 = not isinstance(sched, dict) or sched.get("kind", "vllm_v1") == "vllm_v1"
+    kv = data.get("kv_cache") if isinstance(data.get("kv_cache"), dict) else {}
+    same_blocks = kv.get("block_size") in (None, fill.get("kv_cache.block_size"))
+    skip = set()
+    if not v1:
+        skip |= {key for key in fill if key.startswith("scheduler.")}
+        skip.add("kv_cache.prefix_caching")
+    if not same_blocks or kv.get("capacity_gib") is not None:
+        skip.add("kv_cache.num_blocks")
+    for key in fill:
+        section = key.partition(".")[0]
+        if _is_set(data, key.split(".")) or (
+            section not in data and SimConfig.model_fields[section].is_required()
+        ):
+            skip.add(key)
+    return {key: value for key, value in fill.items() if key not in skip}
+
+
+def apply_measured_engine(doc: YamlDoc) -> dict[str, object]:
+    """Fill a ``kind: measured`` workload's engine settings
+    (:func:`simkv.measured.engine_overrides`) into the keys the document leaves unset; run
+    after ``--set``, so the file and ``--set`` both win. Returns what was filled.
+    ``engine_settings: false`` in the workload turns this off.
+    """
+    path = _measured_path(doc) if isinstance(doc.data, dict) else None
+    if path is None:
+        return {}
+    # imported here: simkv.measured summarises runs with simkv.metrics.summary, which imports
+    # this module
+    from simkv.measured import engine_overrides, read_engine_settings
+
+    fill = _unset(doc.data, engine_overrides(read_engine_settings(path)))
+    for key, value in fill.items():
+        keys = key.split(".")
+        _parent_of(doc.data, keys)[keys[-1]] = value
+    return fill
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> SimConfig:
-    """Read, override and validate a run config; errors are :class:`InputError` (file:line)."""
+    """Read, override and validate a run config; errors are :class:`InputError` (file:line).
+
+    A ``kind: measured`` workload's engine settings fill the keys left unset
+    (:func:`apply_measured_engine`); ``cost_model: {profile: ...}`` is replaced by the
+    calibration profile's values (:func:`simkv.calibrate.profile.expand_profile`).
+    """
     doc = load_yaml(path)
     if not isinstance(doc.data, dict):
         raise InputError("a run config must be a mapping", file=path, line=1)
     apply_overrides(doc, overrides or [])
+    apply_measured_engine(doc)
+    expand_profile(doc)
     return validate(SimConfig, doc)
 
 

@@ -1,7 +1,8 @@
 """Workload configuration: synthetic generators or a trace file, chosen by ``kind``.
 
 Kinds: ``synthetic`` (independent requests), ``shared_prefix`` (shared system prompts),
-``multi_turn`` (closed-loop chat sessions) and ``trace``.
+``multi_turn`` (closed-loop chat sessions), ``trace`` and ``measured`` (a real engine's measured
+run, :mod:`simkv.config.measured`).
 
 Arrival processes, length distributions and the workload itself are discriminated unions on
 ``kind``; every default lives here. Relative paths are resolved against the config file's
@@ -24,6 +25,7 @@ from pydantic import (
 )
 
 from simkv.config.base import Frozen
+from simkv.config.measured import MeasuredWorkload
 
 __all__ = [
     "ArrivalConfig",
@@ -36,6 +38,7 @@ __all__ = [
     "GammaArrival",
     "LengthConfig",
     "LognormalLength",
+    "MeasuredWorkload",
     "MultiTurnWorkload",
     "NormalLength",
     "ParallelSampling",
@@ -420,6 +423,6 @@ class TraceWorkload(Frozen):
 
 
 WorkloadConfig = Annotated[
-    SyntheticWorkload | SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload,
+    SyntheticWorkload | SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload | MeasuredWorkload,
     Field(discriminator="kind"),
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "StepWork",
     "TableCostModel",
     "Work",
+    "allreduce_call_s",
     "attention_read_efficiency",
     "build_cost_model",
     "chunk_attention_pairs",
@@ -43,12 +44,16 @@ class StepWork:
     * ``prefill_tokens``: prompt tokens computed this step, including chunks of a chunked prefill
       and tokens recomputed after a preemption.
     * ``decode_tokens``: one per decoding sequence.
-    * ``attention_pairs``: Σ over every new token of the context tokens it attends to, itself
-      included. A sequence computing ``n`` new tokens after ``c`` cached ones contributes
-      ``n·c + n(n+1)/2`` (:func:`chunk_attention_pairs`); a decode token contributes ``c + 1``.
-    * ``kv_read_tokens``: Σ over the batch's sequences of the context tokens whose KV the step
-      reads, ``c + n`` for the sequence above.
-    * ``num_seqs``: sequences in the batch.
+    * ``attention_pairs``: Σ over every *prefill* token of the context tokens it attends to,
+      itself included (the compute-bound attention). A sequence computing ``n`` prefill tokens
+      after ``c`` cached ones contributes ``n·c + n(n+1)/2`` (:func:`chunk_attention_pairs`); a
+      decode token contributes nothing here (its attention is bound by reading the KV).
+    * ``kv_read_tokens``: Σ over the batch's sequences of the tokens whose KV the step reads
+      from the paged cache: ``c`` for the prefill chunk above (its own new tokens' keys and
+      values are computed in the step, not read back), ``c + 1`` for a decode token (its new
+      key and value are written to the cache before attention reads the whole context).
+    * ``num_seqs``: sequences in the batch (≥ ``decode_tokens`` when there is a prefill: each
+      decode token belongs to one of them).
     """
 
     prefill_tokens: int
@@ -160,30 +165,56 @@ class _BlockTransfers:
 
 
 def attention_read_efficiency(cfg: RooflineCostConfig, block_size: int) -> float:
-    """Bandwidth efficiency of the KV reads: ``mem_eff · min(1, block/knee) ** penalty``."""
+    """Bandwidth efficiency of the KV reads: ``kv_eff · min(1, block/knee) ** penalty``."""
     ratio = min(1.0, block_size / cfg.attention_block_size_knee)
-    return cfg.memory_efficiency * ratio**cfg.small_block_attention_penalty
+    return cfg.kv_read_efficiency * ratio**cfg.small_block_attention_penalty
+
+
+def allreduce_call_s(cfg: RooflineCostConfig, gpu: GpuSpec, tensor_parallel: int) -> float:
+    """Latency of one all-reduce over the tp group (0 without tensor parallelism): the call's
+    fixed cost plus ``2(tp − 1)`` ring steps at the GPU's link kind's hop latency."""
+    if tensor_parallel == 1:
+        return 0.0
+    hop_us = cfg.nvlink_hop_latency_us if gpu.interconnect == "nvlink" else cfg.pcie_hop_latency_us
+    return (cfg.allreduce_latency_us + 2 * (tensor_parallel - 1) * hop_us) * 1e-6
 
 
 class RooflineCostModel(_BlockTransfers):
-    """``step = overhead + max(compute, memory) + all-reduce``, per GPU of the tp group.
+    """A step is a sum of phases, each priced at its own bottleneck, per GPU of the tp group::
 
-    * compute = FLOPs / (tp · peak · compute_efficiency), FLOPs = 2 · non-embedding params ·
-      tokens + 4 · layers · heads · head_dim · attention_pairs;
-    * memory = (weights / tp + written KV) / (hbm · memory_efficiency) + read KV / (hbm ·
-      :func:`attention_read_efficiency`), KV bytes being ``tokens · kv_bytes_per_token / tp``;
-    * all-reduce (tp > 1 only) = 2 · layers · (latency + 2(tp−1)/tp · tokens · hidden · dtype
-      bytes / (interconnect · interconnect_efficiency)), two ring all-reduces per layer.
+        step = overhead + linear + attention + kv + all-reduce
+        overhead  = step_overhead + seq_overhead · seqs + prefill_overhead · prefill seqs
+        linear    = max(GEMM FLOPs / (tp · peak · gemm_eff),
+                        streamed weights / (tp · hbm · weight_read_eff))
+        attention = 4 · layers · heads · head_dim · prefill pairs / (tp · peak · attention_eff)
+        kv        = read KV / (hbm · kv_read_eff') + written KV / (hbm · memory_eff)
+        all-reduce = 2 · layers · (call latency + 2(tp−1)/tp · tokens · hidden · bytes / link)
+
+    Why a sum: the kernels of a step run one after another (the linear layers, then attention,
+    then the next layer), so a mixed prefill + decode step pays for its prefill's FLOPs *and* its
+    decodes' KV reads; only within the linear layers do FLOPs and weight traffic overlap (one
+    kernel, bound by the larger). GEMM FLOPs are ``2 · active non-embedding params`` per token
+    plus ``2 · vocab · hidden`` per sequence (the LM head runs on sampled positions only).
+    Streamed weights exclude the input embedding of an untied model (a lookup); for a mixture
+    of experts they are the dense part plus the experts the step's tokens touch, in expectation
+    ``E · (1 − (1 − k/E)^tokens)`` per layer. ``kv_read_eff'`` is
+    :func:`attention_read_efficiency`. fp8 weights compute at the GPU's FP8 rate when it has one.
     """
 
     __slots__ = (
         "_allreduce_fixed_s",
         "_allreduce_per_token_s",
-        "_compute_per_pair_s",
-        "_compute_per_token_s",
+        "_expert_miss",
+        "_expert_stream_s",
+        "_gemm_per_seq_s",
+        "_gemm_per_token_s",
         "_kv_read_per_token_s",
         "_kv_write_per_token_s",
+        "_num_experts",
         "_overhead_s",
+        "_pair_s",
+        "_prefill_s",
+        "_seq_s",
         "_weights_s",
     )
 
@@ -198,42 +229,62 @@ class RooflineCostModel(_BlockTransfers):
     ) -> None:
         super().__init__(cfg, model, gpu, tensor_parallel=tensor_parallel, block_size=block_size)
         tp = tensor_parallel
-        flop_rate = tp * gpu.peak_flops_per_s * cfg.compute_efficiency
-        byte_rate = gpu.hbm_bytes_per_s * cfg.memory_efficiency
-        read_rate = gpu.hbm_bytes_per_s * attention_read_efficiency(cfg, block_size)
+        peak = gpu.peak_flops_per_s
+        if model.dtype == "fp8" and gpu.peak_fp8_tflops is not None:
+            peak = gpu.peak_fp8_tflops * 1e12
+        gemm_rate = tp * peak * cfg.gemm_efficiency
+        stream_rate = tp * gpu.hbm_bytes_per_s * cfg.weight_read_efficiency
         kv_shard_bytes = model.kv_bytes_per_token / tp
-        attention_width = model.num_attention_heads * model.head_dim
         self._overhead_s = cfg.step_overhead_ms * 1e-3
-        self._compute_per_token_s = 2 * model.num_parameters_nonembedding / flop_rate
-        self._compute_per_pair_s = 4 * model.num_layers * attention_width / flop_rate
-        self._weights_s = model.weight_bytes / tp / byte_rate
-        self._kv_write_per_token_s = kv_shard_bytes / byte_rate
+        self._seq_s = cfg.seq_overhead_ms * 1e-3
+        self._prefill_s = cfg.prefill_overhead_ms * 1e-3
+        self._gemm_per_token_s = 2 * model.active_parameters_nonembedding / gemm_rate
+        self._gemm_per_seq_s = 2 * model.vocab_size * model.hidden_size / gemm_rate
+        input_embedding = 0 if model.tie_word_embeddings else model.vocab_size * model.hidden_size
+        dense = model.num_parameters - input_embedding - model.expert_parameters
+        self._weights_s = dense * model.dtype_bytes / stream_rate
+        self._num_experts = model.num_experts
+        self._expert_miss = 1.0 - model.experts_per_token / max(model.num_experts, 1)
+        per_expert = 3 * model.hidden_size * model.expert_intermediate_size * model.num_layers
+        self._expert_stream_s = per_expert * model.dtype_bytes / stream_rate
+        attention_width = model.num_attention_heads * model.head_dim
+        attention_rate = tp * gpu.peak_flops_per_s * cfg.attention_efficiency
+        self._pair_s = 4 * model.num_layers * attention_width / attention_rate
+        read_rate = gpu.hbm_bytes_per_s * attention_read_efficiency(cfg, block_size)
         self._kv_read_per_token_s = kv_shard_bytes / read_rate
-        self._allreduce_fixed_s = 0.0
+        self._kv_write_per_token_s = kv_shard_bytes / (gpu.hbm_bytes_per_s * cfg.memory_efficiency)
+        self._allreduce_fixed_s = 2 * model.num_layers * allreduce_call_s(cfg, gpu, tp)
         self._allreduce_per_token_s = 0.0
         if tp > 1:
             link_rate = gpu.interconnect_bytes_per_s * cfg.interconnect_efficiency
             ring_factor = 2 * (tp - 1) / tp
             token_bytes = model.hidden_size * model.dtype_bytes
-            self._allreduce_fixed_s = 2 * model.num_layers * cfg.allreduce_latency_us * 1e-6
             self._allreduce_per_token_s = (
                 2 * model.num_layers * ring_factor * token_bytes / link_rate
             )
 
     def step_time_s(self, work: Work) -> float:
-        tokens = work.prefill_tokens + work.decode_tokens
+        prefill = work.prefill_tokens
+        tokens = prefill + work.decode_tokens
         if tokens <= 0:
             raise _empty_step(work)
-        compute_s = (
-            tokens * self._compute_per_token_s + work.attention_pairs * self._compute_per_pair_s
-        )
-        memory_s = (
-            self._weights_s
-            + tokens * self._kv_write_per_token_s
+        seqs = work.num_seqs
+        overhead_s = self._overhead_s + seqs * self._seq_s
+        if prefill:
+            overhead_s += (seqs - work.decode_tokens) * self._prefill_s
+        gemm_s = tokens * self._gemm_per_token_s + seqs * self._gemm_per_seq_s
+        stream_s = self._weights_s
+        if self._num_experts:
+            touched = self._num_experts * (1.0 - self._expert_miss**tokens)
+            stream_s += touched * self._expert_stream_s
+        return (
+            overhead_s
+            + (gemm_s if gemm_s > stream_s else stream_s)
+            + work.attention_pairs * self._pair_s
             + work.kv_read_tokens * self._kv_read_per_token_s
+            + tokens * (self._kv_write_per_token_s + self._allreduce_per_token_s)
+            + self._allreduce_fixed_s
         )
-        allreduce_s = self._allreduce_fixed_s + tokens * self._allreduce_per_token_s
-        return self._overhead_s + max(compute_s, memory_s) + allreduce_s
 
 
 # ---------------------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ class Engine:
         plan = StepPlan()  # each step's row; the same object, updated
         while ticks > 0:
             size = plan.cohort = plan.decode_tokens = cohort.size
-            plan.attention_pairs = plan.kv_read_tokens = cohort.context + size
+            plan.kv_read_tokens = cohort.context + size
             duration = cost.step_time_s(plan)
             start = env.now
             if start + duration >= horizon or not cohort.take_blocks(running):

@@ -217,7 +217,6 @@ def add_group_decodes(plan: StepPlan, seq: Seq, num_seqs: int) -> None:
     plan.seqs.extend([seq] * extra)
     plan.num_new.extend([0] * extra)
     plan.decode_tokens += extra
-    plan.attention_pairs += extra * context
     plan.kv_read_tokens += extra * context
 
 

@@ -48,17 +48,17 @@ class StepPlan:
         self.num_new.append(num_new)
         if num_new == 1 and seq.num_output > 0 and cached + 1 == seq.num_tokens:
             self.decode_tokens += 1
+            self.kv_read_tokens += cached + 1
         else:
             self.prefill_tokens += num_new
-        self.attention_pairs += num_new * cached + num_new * (num_new + 1) // 2
-        self.kv_read_tokens += cached + num_new
+            self.attention_pairs += num_new * cached + num_new * (num_new + 1) // 2
+            self.kv_read_tokens += cached
 
     def add_decode(self, seq: Seq) -> None:
         """``add(seq, 1)`` for a decode (the hot path: one call per running request per step)."""
         self.seqs.append(seq)
         self.num_new.append(1)
         self.decode_tokens += 1
-        self.attention_pairs += seq.num_computed + 1
         self.kv_read_tokens += seq.num_computed + 1
 
     def remove(self, seq: Seq) -> None:
@@ -70,10 +70,11 @@ class StepPlan:
         del self.num_new[i]
         if num_new == 1 and seq.num_output > 0 and cached + 1 == seq.num_tokens:
             self.decode_tokens -= 1
+            self.kv_read_tokens -= cached + 1
         else:
             self.prefill_tokens -= num_new
-        self.attention_pairs -= num_new * cached + num_new * (num_new + 1) // 2
-        self.kv_read_tokens -= cached + num_new
+            self.attention_pairs -= num_new * cached + num_new * (num_new + 1) // 2
+            self.kv_read_tokens -= cached
 
     @property
     def num_tokens(self) -> int:

@@ -161,7 +161,7 @@ class VllmV0Scheduler(SchedulerBase):
             if cohort.take_blocks(self.running, self._preempt_last if newest else None):
                 start = plan.cohort = cohort.size
                 plan.decode_tokens = start
-                plan.attention_pairs = plan.kv_read_tokens = cohort.context + start
+                plan.kv_read_tokens = cohort.context + start
                 if start == len(self.running):
                     return  # every running request is a member
             else:

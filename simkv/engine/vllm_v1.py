@@ -81,7 +81,7 @@ class VllmV1Scheduler(SchedulerBase):
             if fits and cohort.take_blocks(self.running, preempt_last):
                 size = plan.cohort = cohort.size
                 plan.decode_tokens = size
-                plan.attention_pairs = plan.kv_read_tokens = cohort.context + size
+                plan.kv_read_tokens = cohort.context + size
                 budget -= size
             else:
                 cohort.flush(self.running)
@@ -150,7 +150,6 @@ class VllmV1Scheduler(SchedulerBase):
                 continue
             break  # the request preempted itself: the running pass stops
         plan.decode_tokens += decodes
-        plan.attention_pairs += context
         plan.kv_read_tokens += context
         return budget
 

@@ -40,7 +40,8 @@ def weighted_percentiles(values: np.ndarray, counts: np.ndarray, qs: list[float]
     return out
 
 
-def _latency_stats(name: str, values_ms: np.ndarray, out: dict[str, float | None]) -> None:
+def latency_stats(name: str, values_ms: np.ndarray, out: dict[str, float | None]) -> None:
+    """``mean_/median_/p90_/p99_{name}_ms`` of ``values_ms`` into ``out`` (None when empty)."""
     for label, q in PERCENTILES:
         key = f"{label}_{name}_ms"
         if len(values_ms) == 0:
@@ -115,10 +116,10 @@ def summarize(frames: RunFrames, slo: SLOConfig, total_blocks: int) -> dict[str,
     )
     has_slo = any(v is not None for v in (slo.ttft_ms, slo.tpot_ms, slo.e2el_ms))
     out["request_goodput"] = _good(done, ttft_ms, tpot_ms, slo) * rate if has_slo else None
-    _latency_stats("ttft", ttft_ms.to_numpy(), out)
-    _latency_stats("tpot", tpot_ms.dropna().to_numpy(), out)
+    latency_stats("ttft", ttft_ms.to_numpy(), out)
+    latency_stats("tpot", tpot_ms.dropna().to_numpy(), out)
     _itl_stats(frames.itl, out)
-    _latency_stats("e2el", ((done["finish_s"] - done["arrival_s"]) * 1e3).to_numpy(), out)
+    latency_stats("e2el", ((done["finish_s"] - done["arrival_s"]) * 1e3).to_numpy(), out)
     queue_ms = ((done["first_scheduled_s"] - done["arrival_s"]) * 1e3).to_numpy()
     out["mean_queue_ms"] = float(queue_ms.mean()) if len(queue_ms) else None
     out["num_steps"] = len(steps)

@@ -22,6 +22,7 @@ from simkv.config.workload import (
     GammaArrival,
     LengthConfig,
     LognormalLength,
+    MeasuredWorkload,
     MultiTurnWorkload,
     NormalLength,
     PriorityConfig,
@@ -195,6 +196,15 @@ def _trace(cfg: TraceWorkload, rng: np.random.Generator, base_dir: Path) -> Work
     )
 
 
+def _measured(cfg: MeasuredWorkload, base_dir: Path) -> Workload:
+    # imported here: simkv.measured reads its files through simkv.workload.tables, and this
+    # package's __init__ imports this module
+    from simkv.measured import measured_workload, read_measured_run
+
+    run = read_measured_run(_resolve(cfg.path, base_dir))
+    return measured_workload(run, limit=cfg.limit, content=cfg.content)
+
+
 def apply_sampling(workload: Workload, cfg: SamplingConfig | None) -> Workload:
     """``workload`` with the sampling columns of ``cfg`` (unchanged when ``cfg`` is None)."""
     if cfg is None:
@@ -207,9 +217,10 @@ def apply_sampling(workload: Workload, cfg: SamplingConfig | None) -> Workload:
 def build_workload(cfg: WorkloadConfig, rng: np.random.Generator, base_dir: Path) -> Workload:
     """The workload described by ``cfg``; relative paths are resolved against ``base_dir``.
 
-    Raises :class:`simkv.errors.InputError` for unreadable or bad trace/empirical files and for
-    a generated workload's duration in which no request (session) arrives. ``sampling``
-    (synthetic and trace kinds) only sets the workload's sampling columns: no random draw.
+    Raises :class:`simkv.errors.InputError` for unreadable or bad trace, empirical or
+    measurement files and for a generated workload's duration in which no request (session)
+    arrives. ``sampling`` (synthetic and trace kinds) only sets the workload's sampling columns:
+    no random draw.
     """
     match cfg:
         case TraceWorkload():
@@ -218,4 +229,6 @@ def build_workload(cfg: WorkloadConfig, rng: np.random.Generator, base_dir: Path
             return _shared_prefix(cfg, rng, base_dir)
         case MultiTurnWorkload():
             return _multi_turn(cfg, rng, base_dir)
+        case MeasuredWorkload():
+            return _measured(cfg, base_dir)
     return apply_sampling(_synthetic(cfg, rng, base_dir), cfg.sampling)

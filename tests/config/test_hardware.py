@@ -21,11 +21,31 @@ MODELS = [
     "llama-2-7b",
     "llama-3-70b",
     "llama-3-8b",
+    "llama-3.1-8b",
     "mistral-7b",
+    "mixtral-8x7b",
     "opt-13b",
+    "opt-66b",
     "qwen2.5-7b",
+    "qwen3-30b-a3b",
+    "qwen3-32b",
 ]
-GPUS = ["a100-40gb", "a100-80gb", "h100-80gb", "h200", "l4"]
+GPUS = [
+    "a100-40gb",
+    "a100-80gb",
+    "a100-pcie-40gb",
+    "a100-pcie-80gb",
+    "b200",
+    "h100-80gb",
+    "h100-pcie",
+    "h200",
+    "l4",
+    "l40s",
+    "rtx-4090",
+    "rtx-pro-6000",
+]
+# Qwen3 sets head_dim explicitly (128), so its attention is wider than the residual stream.
+WIDE_ATTENTION = {"qwen3-30b-a3b": 32 * 128, "qwen3-32b": 64 * 128}
 
 
 class Deployment(Frozen):
@@ -43,7 +63,8 @@ def test_every_model_preset_loads_under_its_file_name(name: str) -> None:
     spec = load_model_preset(name)
     assert spec.name == name
     assert spec.source
-    assert spec.num_attention_heads * spec.head_dim == spec.hidden_size
+    width = WIDE_ATTENTION.get(name, spec.hidden_size)
+    assert spec.num_attention_heads * spec.head_dim == width
 
 
 @pytest.mark.parametrize("name", GPUS)
@@ -106,7 +127,7 @@ def test_unknown_preset_lists_known_presets() -> None:
     with pytest.raises(ValueError, match="unknown model preset 'gpt-5'; known presets: ") as err:
         load_model_preset("gpt-5")
     assert ", ".join(MODELS) in str(err.value)
-    with pytest.raises(ValidationError, match="a100-40gb, a100-80gb, h100-80gb, h200, l4"):
+    with pytest.raises(ValidationError, match=", ".join(GPUS)):
         Deployment.model_validate({"model": "opt-13b", "gpu": "v100"})
 
 

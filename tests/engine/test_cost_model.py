@@ -8,7 +8,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from simkv.config.cost import CostConfig, RooflineCostConfig, TableCostConfig
-from simkv.config.hardware import load_gpu_preset, load_model_preset
+from simkv.config.hardware import GpuSpec, load_gpu_preset, load_model_preset
 from simkv.engine.cost_model import (
     RooflineCostModel,
     StepWork,
@@ -32,18 +32,22 @@ def roofline(tp: int = 1, block_size: int = 16) -> RooflineCostModel:
     return RooflineCostModel(ROOF, OPT, A100, tensor_parallel=tp, block_size=block_size)
 
 
-# eight sequences decoding their 512th token: each attends to and reads 512 tokens
+# eight sequences decoding their 512th token: each reads the KV of its 512 tokens
 DECODE = StepWork(
-    prefill_tokens=0, decode_tokens=8, attention_pairs=8 * 512, kv_read_tokens=8 * 512, num_seqs=8
+    prefill_tokens=0, decode_tokens=8, attention_pairs=0, kv_read_tokens=8 * 512, num_seqs=8
 )
-# one 2048-token prompt from scratch: causal pairs 2048·2049/2
+# one 2048-token prompt from scratch: causal pairs 2048·2049/2, nothing read from the cache
 PREFILL = StepWork(
     prefill_tokens=2048,
     decode_tokens=0,
     attention_pairs=2048 * 2049 // 2,
-    kv_read_tokens=2048,
+    kv_read_tokens=0,
     num_seqs=1,
 )
+PARAMS = 12_853_473_280  # OPT-13B ties its embedding to the LM head: every weight is streamed
+LM_HEAD_FLOPS = 2 * 50_272 * 5_120  # per sampled sequence
+PAIR_FLOPS = 4 * 40 * 5_120  # per attention pair: QK^T and PV, 2 FLOPs each, every layer
+STREAM_S = WEIGHT_BYTES / BYTE_RATE  # weight_read_efficiency 0.8
 
 
 def test_chunk_attention_pairs() -> None:
@@ -52,29 +56,121 @@ def test_chunk_attention_pairs() -> None:
     assert chunk_attention_pairs(2048, 0) == PREFILL.attention_pairs
 
 
-def test_decode_step_is_memory_bound() -> None:
-    compute = (2 * NONEMBED_PARAMS * 8 + 4 * 40 * 5120 * 4096) / FLOP_RATE
-    memory = (WEIGHT_BYTES + 8 * KV + 4096 * KV) / BYTE_RATE
-    assert compute < memory
-    assert roofline().step_time_s(DECODE) == pytest.approx(0.002 + memory, rel=1e-12)
+def test_decode_step_streams_the_weights_then_reads_the_kv() -> None:
+    gemm = (2 * NONEMBED_PARAMS * 8 + LM_HEAD_FLOPS * 8) / FLOP_RATE
+    assert gemm < STREAM_S  # the linear layers are bound by the weight stream
+    kv = 4096 * KV / BYTE_RATE + 8 * KV / BYTE_RATE  # read 4096 tokens' KV, write 8
+    assert roofline().step_time_s(DECODE) == pytest.approx(0.002 + STREAM_S + kv, rel=1e-12)
     assert roofline().step_time_s(DECODE) == pytest.approx(0.0253673, abs=1e-7)
 
 
-def test_prefill_step_is_compute_bound() -> None:
-    compute = (2 * NONEMBED_PARAMS * 2048 + 4 * 40 * 5120 * 2_098_176) / FLOP_RATE
-    memory = (WEIGHT_BYTES + 2048 * KV + 2048 * KV) / BYTE_RATE
-    assert memory < compute
-    assert roofline().step_time_s(PREFILL) == pytest.approx(0.002 + compute, rel=1e-12)
-    assert roofline().step_time_s(PREFILL) == pytest.approx(0.2867883, abs=1e-7)
+def test_prefill_step_pays_its_gemm_and_its_attention() -> None:
+    gemm = (2 * NONEMBED_PARAMS * 2048 + LM_HEAD_FLOPS) / FLOP_RATE
+    attention = PAIR_FLOPS * 2_098_176 / (312e12 * 0.5)  # attention_efficiency 0.5
+    assert gemm > STREAM_S
+    write = 2048 * KV / BYTE_RATE
+    expected = 0.002 + gemm + attention + write
+    assert roofline().step_time_s(PREFILL) == pytest.approx(expected, rel=1e-12)
+    assert roofline().step_time_s(PREFILL) == pytest.approx(0.2899761, abs=1e-7)
+
+
+def test_a_mixed_step_costs_the_sum_of_its_phases() -> None:
+    """A 412-token chunk beside 100 decodes: the chunk's FLOPs do not hide under the decodes'
+    memory traffic (the kernels run one after another), only the weight stream is shared."""
+    decodes = StepWork(prefill_tokens=0, decode_tokens=100, attention_pairs=0,
+                       kv_read_tokens=100 * 1000, num_seqs=100)  # fmt: skip
+    chunk = chunk_attention_pairs(412, 0)
+    mixed = StepWork(prefill_tokens=412, decode_tokens=100, attention_pairs=chunk,
+                     kv_read_tokens=100 * 1000, num_seqs=101)  # fmt: skip
+    model = roofline()
+    gemm_mixed = (2 * NONEMBED_PARAMS * 512 + LM_HEAD_FLOPS * 101) / FLOP_RATE
+    gemm_decodes = (2 * NONEMBED_PARAMS * 100 + LM_HEAD_FLOPS * 100) / FLOP_RATE
+    extra = (
+        max(gemm_mixed, STREAM_S)
+        - max(gemm_decodes, STREAM_S)
+        + PAIR_FLOPS * chunk / (312e12 * 0.5)
+        + 412 * KV / BYTE_RATE
+    )
+    assert model.step_time_s(mixed) - model.step_time_s(decodes) == pytest.approx(extra, rel=1e-9)
+    assert extra > 0.045  # about 49 ms, where a max(compute, memory) over the step gave 0.3 ms
+
+
+def test_overheads_per_step_sequence_and_prefill() -> None:
+    cfg = RooflineCostConfig(step_overhead_ms=3, seq_overhead_ms=0.1, prefill_overhead_ms=0.5)
+    model = RooflineCostModel(cfg, OPT, A100, tensor_parallel=1, block_size=16)
+    base = roofline().step_time_s(DECODE) - 0.002
+    assert model.step_time_s(DECODE) == pytest.approx(base + 0.003 + 8 * 0.1e-3, rel=1e-12)
+    mixed = StepWork(prefill_tokens=10, decode_tokens=8, attention_pairs=55,
+                     kv_read_tokens=4096, num_seqs=10)  # fmt: skip
+    overhead = model.step_time_s(mixed) - roofline().step_time_s(mixed) + 0.002
+    assert overhead == pytest.approx(0.003 + 10 * 0.1e-3 + 2 * 0.5e-3, rel=1e-9)
 
 
 def test_tensor_parallel_adds_all_reduce() -> None:
-    memory = (WEIGHT_BYTES / 2 + 8 * KV / 2 + 4096 * KV / 2) / BYTE_RATE
+    kv = (4096 * KV / 2 + 8 * KV / 2) / BYTE_RATE
     # two ring all-reduces per layer of 8 tokens · 5120 · 2 bytes, ring factor 2(2−1)/2 = 1
     allreduce = 2 * 40 * (10e-6 + 1.0 * 8 * 5120 * 2 / (300e9 * 0.7))
     got = roofline(tp=2).step_time_s(DECODE)
-    assert got == pytest.approx(0.002 + memory + allreduce, rel=1e-12)
-    assert got - 0.002 - memory == pytest.approx(8.312076e-4, rel=1e-6)
+    assert got == pytest.approx(0.002 + STREAM_S / 2 + kv + allreduce, rel=1e-12)
+    assert got - 0.002 - STREAM_S / 2 - kv == pytest.approx(8.312076e-4, rel=1e-6)
+
+
+def test_all_reduce_hops_grow_with_tp_and_depend_on_the_link() -> None:
+    cfg = RooflineCostConfig(nvlink_hop_latency_us=5, pcie_hop_latency_us=70)
+    nvlink = A100.model_copy(update={"interconnect": "nvlink"})
+    pcie = A100.model_copy(update={"interconnect": "pcie"})
+    base = RooflineCostConfig()
+
+    def hops_s(gpu: GpuSpec, tp: int) -> float:
+        with_hops = RooflineCostModel(cfg, OPT, gpu, tensor_parallel=tp, block_size=16)
+        without = RooflineCostModel(base, OPT, gpu, tensor_parallel=tp, block_size=16)
+        return with_hops.step_time_s(DECODE) - without.step_time_s(DECODE)
+
+    assert hops_s(nvlink, 2) == pytest.approx(2 * 40 * 2 * 5e-6, rel=1e-9)  # 2(tp−1) = 2 steps
+    assert hops_s(nvlink, 8) == pytest.approx(2 * 40 * 14 * 5e-6, rel=1e-9)
+    assert hops_s(pcie, 2) == pytest.approx(2 * 40 * 2 * 70e-6, rel=1e-9)
+    assert hops_s(pcie, 1) == 0.0
+
+
+def test_fp8_kv_halves_kv_traffic_and_fp8_weights_use_the_fp8_rate() -> None:
+    fp8_kv = OPT.model_copy(update={"kv_dtype": "fp8"})
+    assert fp8_kv.kv_bytes_per_token == KV // 2
+    model = RooflineCostModel(ROOF, fp8_kv, A100, tensor_parallel=1, block_size=16)
+    kv = (4096 * KV + 8 * KV) / BYTE_RATE
+    assert model.step_time_s(DECODE) == pytest.approx(roofline().step_time_s(DECODE) - kv / 2)
+    h100 = load_gpu_preset("h100-80gb")
+    assert h100.peak_fp8_tflops is not None
+    fp8_weights = OPT.model_copy(update={"dtype": "fp8", "kv_dtype": "fp16"})
+    fast = RooflineCostModel(ROOF, fp8_weights, h100, tensor_parallel=1, block_size=16)
+    slow_gpu = h100.model_copy(update={"peak_fp8_tflops": None})
+    slow = RooflineCostModel(ROOF, fp8_weights, slow_gpu, tensor_parallel=1, block_size=16)
+    gemm = (2 * NONEMBED_PARAMS * 2048 + LM_HEAD_FLOPS) / 0.6
+    expected = gemm / (h100.peak_tflops * 1e12) - gemm / (h100.peak_fp8_tflops * 1e12)
+    assert slow.step_time_s(PREFILL) - fast.step_time_s(PREFILL) == pytest.approx(expected)
+
+
+def test_moe_streams_the_experts_its_tokens_touch() -> None:
+    moe = load_model_preset("mixtral-8x7b")
+    model = RooflineCostModel(ROOF, moe, A100, tensor_parallel=1, block_size=16)
+    per_expert_s = 3 * moe.hidden_size * moe.expert_intermediate_size * moe.num_layers * 2 / (
+        1555e9 * 0.8)  # fmt: skip
+
+    def decode(batch: int) -> StepWork:
+        return StepWork(prefill_tokens=0, decode_tokens=batch, attention_pairs=0,
+                        kv_read_tokens=0, num_seqs=batch)  # fmt: skip
+
+    touched_1 = 8 * (1 - (1 - 2 / 8) ** 1)  # one token uses 2 of 8 experts
+    touched_4 = 8 * (1 - (1 - 2 / 8) ** 4)
+    grown = model.step_time_s(decode(4)) - model.step_time_s(decode(1))
+    writes = 3 * moe.kv_bytes_per_token / BYTE_RATE
+    assert grown == pytest.approx((touched_4 - touched_1) * per_expert_s + writes, rel=1e-9)
+    assert moe.active_parameters_nonembedding < moe.num_parameters_nonembedding / 3
+
+
+def test_efficiencies_may_exceed_one_up_to_four() -> None:
+    assert RooflineCostConfig(gemm_efficiency=2.5).gemm_efficiency == 2.5
+    with pytest.raises(ValidationError):
+        RooflineCostConfig(gemm_efficiency=4.5)
 
 
 def test_small_blocks_slow_the_kv_read_only() -> None:
@@ -124,7 +220,8 @@ def test_cost_config_union_is_selected_by_kind() -> None:
     bad_configs = [
         {"kind": "magic"},
         {"path": "t.csv"},
-        {"kind": "roofline", "compute_efficiency": 2},
+        {"kind": "roofline", "compute_efficiency": 0.5},
+        {"kind": "roofline", "gemm_efficiency": 5},
     ]
     for bad in bad_configs:
         with pytest.raises(ValidationError):

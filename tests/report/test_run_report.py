@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import re
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -261,12 +260,10 @@ def _large_run(run_dir: Path, tiny: Path, num_steps: int = 300_000) -> Path:
     return run_dir
 
 
-def test_long_run_gives_a_small_file_quickly(run_dir: Path, tmp_path: Path) -> None:
+def test_long_run_gives_a_small_file(run_dir: Path, tmp_path: Path) -> None:
+    """300k steps are binned into a bounded page (render time is benchmarks' business)."""
     big = _large_run(tmp_path / "big", run_dir)
-    started = time.perf_counter()
     page = render_run_report(big)
-    render_s = time.perf_counter() - started
-    assert render_s < 5.0  # reading 300k steps + figures; target < 3 s, slack for slow CI
     assert list(_outline(page).figures) == FIGURE_IDS
     assert "(2,000 time bins over 300,000 engine steps)" in page
     assert len(page.encode()) < 2_000_000

@@ -1,0 +1,127 @@
+"""``simkv calibrate`` as a library call: read the source, pick the knobs, fit, report.
+
+A source is either step-level (:func:`simkv.calibrate.steps.is_step_table`: a DistServe
+profile, a Splitwise table, a generic step CSV) or a measured run
+(:func:`simkv.measured.read_measured_run`); the fit starts from ``start`` (the roofline
+defaults unless a profile is given) and changes only ``knobs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simkv.calibrate.fit import FitResult, check_knobs, fit_run, fit_steps, step_errors
+from simkv.calibrate.runs import replay_config, run_objective
+from simkv.calibrate.steps import StepSample, is_step_table, read_step_samples
+from simkv.config.cost import RooflineCostConfig
+from simkv.config.hardware import load_gpu_preset
+from simkv.errors import InputError
+from simkv.measured import read_measured_run
+
+__all__ = ["RUN_KNOBS", "STEP_KNOBS", "Calibration", "calibrate", "residual_rows"]
+
+STEP_KNOBS = (
+    "step_overhead_ms",
+    "seq_overhead_ms",
+    "gemm_efficiency",
+    "weight_read_efficiency",
+    "kv_read_efficiency",
+    "attention_efficiency",
+)
+"""Knobs a step-level fit changes by default (plus the all-reduce ones when tp > 1)."""
+RUN_KNOBS = ("step_overhead_ms", "gemm_efficiency", "weight_read_efficiency", "kv_read_efficiency")
+"""Knobs a request-level fit changes by default: each run simulation costs a fraction of a
+second, so the default set is the four that move TTFT, TPOT and E2E latency most."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A finished fit: the result, what kind of data it used, and what to print."""
+
+    result: FitResult
+    level: str  # "step" or "request"
+    label: str
+    samples: tuple[StepSample, ...] = ()
+    notes: list[str] = field(default_factory=list)
+
+
+def _tp_knobs(samples: Sequence[StepSample]) -> tuple[str, ...]:
+    if all(s.tensor_parallel == 1 for s in samples):
+        return ()
+    links = {load_gpu_preset(s.gpu).interconnect for s in samples if s.tensor_parallel > 1}
+    hops = tuple(f"{link}_hop_latency_us" for link in sorted(links))
+    return ("allreduce_latency_us", *hops, "interconnect_efficiency")
+
+
+def _fit_step_table(
+    source: Path,
+    start: RooflineCostConfig,
+    knobs: Sequence[str] | None,
+    model: str | None,
+    gpu: str | None,
+    tp: Sequence[int] | None,
+) -> Calibration:
+    samples = read_step_samples(source, model=model, gpu=gpu)
+    if tp:
+        samples = [s for s in samples if s.tensor_parallel in tp]
+        if not samples:
+            raise InputError(
+                f"no steps at tensor-parallel degrees {list(tp)}", file=source, field="--tp"
+            )
+    chosen = check_knobs(knobs) if knobs else (*STEP_KNOBS, *_tp_knobs(samples))
+    result = fit_steps(start, samples, chosen)
+    return Calibration(result, "step", source.stem, tuple(samples))
+
+
+def calibrate(
+    source: Path,
+    *,
+    start: RooflineCostConfig | None = None,
+    knobs: Sequence[str] | None = None,
+    config: Path | None = None,
+    model: str | None = None,
+    gpu: str | None = None,
+    tp: Sequence[int] | None = None,
+    max_evaluations: int = 150,
+) -> Calibration:
+    """Fit ``knobs`` of ``start`` to ``source``; every problem is an :class:`InputError`."""
+    start = start or RooflineCostConfig()
+    if not source.exists():
+        raise InputError("no such file or folder", file=source)
+    if source.is_file() and is_step_table(source):
+        return _fit_step_table(source, start, knobs, model, gpu, tp)
+    run = read_measured_run(source)
+    cfg, base_dir = replay_config(run, config=config, model=model, gpu=gpu)
+    if not isinstance(cfg.cost_model, RooflineCostConfig):
+        raise InputError(
+            "calibration fits the roofline; the replay config has a table",
+            file=config,
+            field="cost_model.kind",
+        )
+    start = start if start != RooflineCostConfig() else cfg.cost_model
+    chosen = check_knobs(knobs) if knobs else RUN_KNOBS
+    result = fit_run(
+        start, run_objective(cfg, base_dir, run), chosen, max_evaluations=max_evaluations
+    )
+    return Calibration(result, "request", run.label, notes=list(run.notes))
+
+
+def residual_rows(cal: Calibration) -> list[tuple[str, int, str, int, float, float]]:
+    """Step-level fit quality per (model, tp, phase): ``(model, tp, phase, steps, mean abs.
+    relative error, mean relative error)``, errors as fractions."""
+    errors = step_errors(cal.result.config, cal.samples)
+    groups: dict[tuple[str, int, str], list[float]] = {}
+    for sample, error in zip(cal.samples, errors, strict=True):
+        key = (sample.model, sample.tensor_parallel, sample.phase)
+        groups.setdefault(key, []).append(float(error))
+    rows = []
+    for (model, tp, phase), errs in sorted(groups.items()):
+        values = np.array(errs)
+        rows.append(
+            (model, tp, phase, len(errs), float(np.abs(values).mean()), float(values.mean()))
+        )
+    return rows

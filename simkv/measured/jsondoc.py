@@ -1,0 +1,61 @@
+"""JSON documents with line-numbered errors: read one, and find where a key path is written."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simkv.errors import InputError
+
+
+@dataclass(frozen=True)
+class JsonDoc:
+    """A parsed JSON file and its text (to locate keys for error messages)."""
+
+    path: Path
+    data: Any
+    text: str
+
+    def line_of(self, *keys: str) -> int | None:
+        """1-based line where the key path ``keys`` is written, or None if not found.
+
+        Each key is searched after the previous one, which finds nested keys in the usual
+        layout (a key written after its parent's); good enough to point a reader at the value.
+        """
+        pos = 0
+        for key in keys:
+            pos = self.text.find(json.dumps(key), pos)
+            if pos < 0:
+                return None
+        return self.text.count("\n", 0, pos) + 1
+
+    def fail(self, message: str, *keys: str) -> InputError:
+        """An error about the value at the key path ``keys``, located at the line of that key
+        or of its nearest written ancestor (line 1, the document, for a missing top-level key)."""
+        lines = (self.line_of(*keys[:cut]) for cut in range(len(keys), 0, -1))
+        line = next((found for found in lines if found is not None), 1)
+        return InputError(message, file=self.path, line=line, field=".".join(keys) or None)
+
+
+def read_text(path: Path) -> str:
+    """A file's UTF-8 text; InputError when unreadable."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
+    except UnicodeDecodeError:
+        raise InputError("cannot read: not UTF-8 text", file=path) from None
+
+
+def read_json(path: Path, *, hint: str = "") -> JsonDoc:
+    """Parse a JSON file; an empty or invalid one is an InputError with the line (plus ``hint``)."""
+    text = read_text(path)
+    if not text.strip():
+        raise InputError("empty file", file=path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"invalid JSON: {err.msg}{hint}", file=path, line=err.lineno) from None
+    return JsonDoc(path, data, text)

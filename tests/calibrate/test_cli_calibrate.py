@@ -1,0 +1,119 @@
+"""``simkv calibrate`` through the real entry point: step tables, a measured run, profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from simkv.calibrate.profile import read_profile
+from simkv.cli import app
+from simkv.config.sim import load_config
+from simkv.runner import simulate
+from tests.calibrate.test_fit import TRUE, synthetic_samples
+
+RUNNER = CliRunner()
+
+
+def write_steps(path: Path) -> Path:
+    rows = [{"step_time_ms": s.time_ms, "prefill_tokens": s.work.prefill_tokens,
+             "decode_tokens": s.work.decode_tokens, "num_seqs": s.work.num_seqs,
+             "kv_read_tokens": s.work.kv_read_tokens, "attention_pairs": s.work.attention_pairs}
+            for s in synthetic_samples()]  # fmt: skip
+    pd.DataFrame(rows).to_csv(path, index=False, float_format="%.17g")
+    return path
+
+
+def test_step_table_to_profile_to_run_config(tmp_path: Path) -> None:
+    steps = write_steps(tmp_path / "steps.csv")
+    profile = tmp_path / "profile.yaml"
+    args = ["calibrate", str(steps), "--model", "llama-3.1-8b", "--gpu", "NVIDIA A100-SXM4-80GB"]
+    result = RUNNER.invoke(app, [*args, "--out", str(profile)])
+    assert result.exit_code == 0, result.output
+    assert "residuals by model" in result.output and f"wrote {profile}" in result.output
+    fitted = read_profile(profile)
+    assert fitted.step_overhead_ms == pytest.approx(TRUE.step_overhead_ms, rel=0.01)
+    assert profile.read_text().startswith("# simkv calibration profile: step-level fit")
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "calibrated",
+        "workload": {"kind": "synthetic", "num_requests": 5,
+                     "arrival": {"kind": "poisson", "rate": 1},
+                     "prompt_tokens": {"kind": "fixed", "value": 8},
+                     "output_tokens": {"kind": "fixed", "value": 4}},
+        "model": "llama-3.1-8b", "gpu": "a100-80gb",
+        "cost_model": {"profile": "profile.yaml", "seq_overhead_ms": 0.5},
+    }))  # fmt: skip
+    cfg = load_config(config)
+    assert cfg.cost_model.gemm_efficiency == fitted.gemm_efficiency  # type: ignore[union-attr]
+    assert cfg.cost_model.seq_overhead_ms == 0.5  # type: ignore[union-attr]
+
+
+def test_request_level_fit_recovers_the_step_overhead(tmp_path: Path) -> None:
+    """A 'measurement' made by simkv itself with a known overhead; the fit finds it again."""
+    measured_cfg = tmp_path / "truth.yaml"
+    measured_cfg.write_text(yaml.safe_dump({
+        "name": "truth",
+        "workload": {"kind": "synthetic", "num_requests": 40,
+                     "arrival": {"kind": "poisson", "rate": 20},
+                     "prompt_tokens": {"kind": "uniform", "low": 20, "high": 200},
+                     "output_tokens": {"kind": "uniform", "low": 5, "high": 60}},
+        "model": {"preset": "llama-3.1-8b", "max_model_len": 512}, "gpu": "a100-80gb",
+        "kv_cache": {"num_blocks": 64},
+        "cost_model": {"kind": "roofline", "step_overhead_ms": 6.0},
+    }))  # fmt: skip
+    req = simulate(load_config(measured_cfg), tmp_path).frames.requests.sort_values("req_id")
+    arrival = req["arrival_s"] - req["arrival_s"].min()
+    pd.DataFrame({"arrival_s": arrival, "prompt_tokens": req["prompt_tokens"],
+                  "output_tokens": req["output_tokens"],
+                  "ttft_s": req["first_token_s"] - req["arrival_s"],
+                  "e2el_s": req["finish_s"] - req["arrival_s"]}).to_csv(
+        tmp_path / "measured.csv", index=False, float_format="%.17g")  # fmt: skip
+    replay = tmp_path / "replay.yaml"
+    replay.write_text(yaml.safe_dump({
+        "name": "replay", "workload": {"kind": "measured", "path": "measured.csv"},
+        "model": {"preset": "llama-3.1-8b", "max_model_len": 512}, "gpu": "a100-80gb",
+        "kv_cache": {"num_blocks": 64},
+    }))  # fmt: skip
+    profile = tmp_path / "fit.yaml"
+    result = RUNNER.invoke(app, ["calibrate", str(tmp_path / "measured.csv"), "--config",
+                                 str(replay), "--fit", "step_overhead_ms", "--max-evals", "40",
+                                 "--out", str(profile)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert read_profile(profile).step_overhead_ms == pytest.approx(6.0, rel=0.01)
+    assert "→ 0.0%" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["calibrate", "absent.csv"], "absent.csv: no such file or folder"),
+        (
+            ["calibrate", "STEPS", "--model", "llama-3.1-8b", "--gpu", "a100-80gb", "--fit", "x"],
+            "--fit: unknown knob 'x'",
+        ),
+        (
+            ["calibrate", "STEPS", "--model", "llama-3.1-8b", "--gpu", "a100-80gb", "--tp", "8"],
+            "no steps at tensor-parallel degrees [8]",
+        ),
+        (["calibrate", "STEPS", "--gpu", "a100-80gb"], "pass --model"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    steps = str(write_steps(tmp_path / "steps.csv"))
+    result = RUNNER.invoke(app, [steps if a == "STEPS" else a for a in args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_fit_that_stays_poor_exits_1(tmp_path: Path) -> None:
+    steps = write_steps(tmp_path / "steps.csv")
+    result = RUNNER.invoke(app, ["calibrate", str(steps), "--model", "llama-3.1-8b", "--gpu",
+                                 "a100-80gb", "--fit", "seq_overhead_ms", "--out",
+                                 str(tmp_path / "p.yaml"), "--max-error", "0.01"])  # fmt: skip
+    assert result.exit_code == 1
+    assert "the data do not fit this model" in result.output

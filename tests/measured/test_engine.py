@@ -1,0 +1,33 @@
+"""engine_overrides: measured settings → dotted simkv config keys."""
+
+from __future__ import annotations
+
+from simkv.measured import EngineSettings, engine_overrides
+
+
+def test_rtx4090(rtx4090):
+    assert engine_overrides(rtx4090) == {
+        "scheduler.max_num_seqs": 256,
+        "scheduler.max_num_batched_tokens": 2048,
+        "scheduler.enable_chunked_prefill": True,
+        "kv_cache.block_size": 16,
+        "kv_cache.num_blocks": 2588,
+        "kv_cache.prefix_caching": "hash",
+        "parallel.tensor_parallel": 1,
+        "model.max_model_len": 32768,
+    }
+
+
+def test_rtxpro6000_leaves_out_what_was_not_logged(rtxpro6000):
+    assert engine_overrides(rtxpro6000) == {
+        "scheduler.max_num_seqs": 128,
+        "scheduler.max_num_batched_tokens": 2048,
+        "parallel.tensor_parallel": 1,
+    }
+
+
+def test_settings_directly_and_none():
+    assert engine_overrides(EngineSettings(enable_prefix_caching=False)) == {
+        "kv_cache.prefix_caching": "none"
+    }
+    assert engine_overrides(None) == {}

@@ -1,0 +1,112 @@
+"""`simkv compare RUN_DIR --measured PATH` end to end: a generic-CSV measurement, its replay
+through `simkv run`, the printed table, the files written, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from simkv.cli import app
+from simkv.config.sim import load_config
+from simkv.report import run_report
+from simkv.runner import simulate, write_run
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+MEASURED = """\
+arrival_s,prompt_tokens,output_tokens,ttft_s,e2el_s
+0.0,10,5,0.05,0.2
+0.01,20,3,0.06,0.15
+0.02,7,9,0.08,0.4
+0.5,12,1,0.03,0.03
+"""
+CONFIG = """\
+name: tiny-replay
+workload: {kind: measured, path: measured.csv}
+model: {preset: llama-2-7b, max_model_len: 64}
+gpu: a100-80gb
+kv_cache: {block_size: 4, num_blocks: 40}
+scheduler: {kind: vllm_v1}
+"""
+LABELS = [f"{lat} {stat}" for lat in ("TTFT", "TPOT", "Latency")
+          for stat in ("Mean", "Median", "P90", "P95", "P99")]  # fmt: skip
+LABELS += ["Request throughput (req/s)", "Output throughput (tok/s)", "Requests completed"]
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(run folder, measured CSV): the tiny measurement replayed by `simkv run`."""
+    root = tmp_path_factory.mktemp("replay")
+    (root / "measured.csv").write_text(MEASURED)
+    (root / "replay.yaml").write_text(CONFIG)
+    with pytest.MonkeyPatch.context() as patch:
+        # compare reads the frames, not report.html, whose figures take seconds to draw
+        patch.setattr(run_report, "write_run_report", lambda run_dir: run_dir / "report.html")
+        args = ["run", str(root / "replay.yaml"), "--out", str(root / "run")]
+        result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return root / "run", root / "measured.csv"
+
+
+def test_compare_prints_the_table_and_writes_html_and_csv(replay: tuple[Path, Path]) -> None:
+    run_dir, measured = replay
+    result = runner.invoke(app, ["compare", str(run_dir), "--measured", str(measured)])
+    assert result.exit_code == 0, result.output
+    for label in ["Metric", "Measured", "Simulated", "Diff%", *LABELS]:
+        assert label in result.output, label
+    assert "Mean abs. Diff%" in result.output and "(12 of 12)" in result.output
+    assert "ITL left out" in result.output
+    assert (run_dir / "compare.html").is_file()
+    table = pd.read_csv(run_dir / "compare.csv")
+    assert len(table) == len(LABELS)
+    assert table.set_index("metric").loc["completed", "measured"] == 4
+
+
+def _one_line_error(args: list[str], expected: str) -> None:
+    result = runner.invoke(app, ["compare", *args])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: ") and expected in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_bad_input_is_one_line_exit_2(replay: tuple[Path, Path], tmp_path: Path) -> None:
+    run_dir, measured = replay
+    _one_line_error([str(tmp_path / "nope"), "--measured", str(measured)], "no such run folder")
+    _one_line_error([str(run_dir), "--measured", str(tmp_path / "x.csv")], "no such file")
+    partial = tmp_path / "partial"
+    shutil.copytree(run_dir, partial)
+    (partial / "requests.parquet").unlink()
+    _one_line_error([str(partial), "--measured", str(measured)], "missing requests.parquet")
+    other = tmp_path / "other.csv"
+    other.write_text(MEASURED.replace("0.02,7,9", "0.02,8,9"))
+    _one_line_error(
+        [str(run_dir), "--measured", str(other)],
+        "workload mismatch: request 2 (arrival order) has prompt_tokens 7 in the simulated run "
+        "but 8 in the measured run",
+    )
+    shorter = tmp_path / "shorter.csv"
+    shorter.write_text(MEASURED.rsplit("\n", 2)[0] + "\n")
+    _one_line_error([str(run_dir), "--measured", str(shorter)], "has 4 requests")
+
+
+def test_bundled_rtx4090_replay_prints_every_metric(tmp_path: Path) -> None:
+    config = ROOT / "configs" / "measured" / "rtx4090_llama31_8b.yaml"
+    measured = ROOT / "traces/measured/llmservingsim-vllm0.19/RTX4090_Llama-3.1-8B"
+    run_dir, page = tmp_path / "run", tmp_path / "elsewhere" / "page.html"
+    write_run(simulate(load_config(config, []), config.parent), run_dir)
+    args = ["compare", str(run_dir), "--measured", str(measured), "--out", str(page)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert page.is_file() and (run_dir / "compare.csv").is_file()
+    assert not (run_dir / "compare.html").exists()
+    for label in LABELS:
+        assert label in result.output, label
+    # the measured column is the "vLLM" column of LLMServingSim's own validation summary
+    for value in ("65,456.6", "60,110.9", "137,356.3", "32.4", "30.8", "86,578.3", "153,627.5"):
+        assert value in result.output, value
+    assert "300" in result.output
