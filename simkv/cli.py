@@ -336,18 +336,18 @@ def _print_calibration(cal: Calibration, out: Path) -> None:
 
 @app.command()
 def calibrate(
-    source: Annotated[
-        Path,
+    sources: Annotated[
+        list[Path],
         typer.Argument(
-            help="Measurements: a measured run (vLLM run folder, vllm bench JSON, request "
-            "CSV) or a step table (DistServe JSON, Splitwise CSV, step CSV)."
+            help="Measurements, fitted together: measured runs (vLLM run folder, vllm bench "
+            "JSON, request CSV) or step tables (DistServe JSON, Splitwise CSV, step CSV)."
         ),
     ],
     config: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option(
-            help="Replay config of a measured run (default: built from the run's engine settings "
-            "and the presets matching its model and GPU)."
+            help="Replay config of each measured run, in order (default: built from the run's "
+            "engine settings and the presets matching its model and GPU)."
         ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Model preset or alias.")] = None,
@@ -380,14 +380,14 @@ def calibrate(
 ) -> None:
     """Fit the roofline cost model to real measurements and write a calibration profile."""
     from simkv.calibrate.api import calibrate as run_calibration
-    from simkv.calibrate.profile import read_profile, write_profile
+    from simkv.config.profile import read_profile, write_profile
 
     try:
         cal = run_calibration(
-            source,
+            sources,
             start=read_profile(start) if start else None,
             knobs=[k.strip() for k in fit.split(",") if k.strip()] if fit else None,
-            config=config,
+            configs=config or (),
             model=model,
             gpu=gpu,
             tp=_int_list(tp, "--tp") if tp else None,
@@ -397,7 +397,7 @@ def calibrate(
         raise _fail(err) from None
     path = out or Path("reports") / f"calibrate-{cal.label}" / "profile.yaml"
     header = [
-        f"simkv calibration profile: {cal.level}-level fit on {source}",
+        f"simkv calibration profile: {cal.level}-level fit on {', '.join(map(str, sources))}",
         f"fitted: {', '.join(cal.result.knobs)}; the other values are the start's",
         f"mean abs. error {cal.result.error:.2%} (start {cal.result.start_error:.2%})",
         "use it from a run config: cost_model: {profile: <path to this file>}",

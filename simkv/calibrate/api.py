@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from simkv.calibrate.fit import FitResult, check_knobs, fit_run, fit_steps, step_errors
-from simkv.calibrate.runs import replay_config, run_objective
+from simkv.calibrate.runs import RunObjective, replay_config, run_objective
 from simkv.calibrate.steps import StepSample, is_step_table, read_step_samples
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.hardware import load_gpu_preset
@@ -33,9 +33,11 @@ STEP_KNOBS = (
     "attention_efficiency",
 )
 """Knobs a step-level fit changes by default (plus the all-reduce ones when tp > 1)."""
-RUN_KNOBS = ("step_overhead_ms", "gemm_efficiency", "weight_read_efficiency", "kv_read_efficiency")
+RUN_KNOBS = ("step_overhead_ms", "seq_overhead_ms", "gemm_efficiency", "kv_read_efficiency")
 """Knobs a request-level fit changes by default: each run simulation costs a fraction of a
-second, so the default set is the four that move TTFT, TPOT and E2E latency most."""
+second, so four — the host overheads, which set TPOT at small batches, and the two
+efficiencies that price prefill (GEMM) and large decode batches (KV reads). The weight-read
+efficiency, confounded with the fixed overhead in request-level data, keeps its value."""
 
 
 @dataclass(frozen=True)
@@ -57,57 +59,78 @@ def _tp_knobs(samples: Sequence[StepSample]) -> tuple[str, ...]:
     return ("allreduce_latency_us", *hops, "interconnect_efficiency")
 
 
-def _fit_step_table(
-    source: Path,
-    start: RooflineCostConfig,
-    knobs: Sequence[str] | None,
-    model: str | None,
-    gpu: str | None,
-    tp: Sequence[int] | None,
-) -> Calibration:
-    samples = read_step_samples(source, model=model, gpu=gpu)
+def _step_samples(
+    sources: Sequence[Path], model: str | None, gpu: str | None, tp: Sequence[int] | None
+) -> list[StepSample]:
+    samples = [s for source in sources for s in read_step_samples(source, model=model, gpu=gpu)]
     if tp:
         samples = [s for s in samples if s.tensor_parallel in tp]
         if not samples:
-            raise InputError(
-                f"no steps at tensor-parallel degrees {list(tp)}", file=source, field="--tp"
-            )
-    chosen = check_knobs(knobs) if knobs else (*STEP_KNOBS, *_tp_knobs(samples))
-    result = fit_steps(start, samples, chosen)
-    return Calibration(result, "step", source.stem, tuple(samples))
+            where = sources[0] if len(sources) == 1 else None
+            raise InputError(f"no steps at tensor-parallel degrees {list(tp)}", file=where,
+                             field="--tp")  # fmt: skip
+    return samples
+
+
+def _replays(
+    sources: Sequence[Path], configs: Sequence[Path], model: str | None, gpu: str | None
+) -> list[RunObjective]:
+    if configs and len(configs) != len(sources):
+        raise InputError(f"give one --config per measured run ({len(sources)}), or none",
+                         field="--config")  # fmt: skip
+    objectives = []
+    for i, source in enumerate(sources):
+        run = read_measured_run(source)
+        config = configs[i] if configs else None
+        cfg, base_dir = replay_config(run, config=config, model=model, gpu=gpu)
+        if not isinstance(cfg.cost_model, RooflineCostConfig):
+            raise InputError("calibration fits the roofline; the replay config has a table",
+                             file=config, field="cost_model.kind")  # fmt: skip
+        objectives.append(run_objective(cfg, base_dir, run))
+    return objectives
+
+
+def _label(sources: Sequence[Path]) -> str:
+    return "+".join(source.stem if source.is_file() else source.name for source in sources)
 
 
 def calibrate(
-    source: Path,
+    sources: Sequence[Path],
     *,
     start: RooflineCostConfig | None = None,
     knobs: Sequence[str] | None = None,
-    config: Path | None = None,
+    configs: Sequence[Path] = (),
     model: str | None = None,
     gpu: str | None = None,
     tp: Sequence[int] | None = None,
     max_evaluations: int = 150,
 ) -> Calibration:
-    """Fit ``knobs`` of ``start`` to ``source``; every problem is an :class:`InputError`."""
+    """Fit ``knobs`` of ``start`` (default: the roofline's defaults) to every source at once:
+    step tables pooled into one least-squares fit, measured runs by the mean of their replays'
+    errors (``configs``: one replay config per run, else each is built from its run). All
+    sources are of one level. Every problem is an :class:`InputError`."""
     start = start or RooflineCostConfig()
-    if not source.exists():
-        raise InputError("no such file or folder", file=source)
-    if source.is_file() and is_step_table(source):
-        return _fit_step_table(source, start, knobs, model, gpu, tp)
-    run = read_measured_run(source)
-    cfg, base_dir = replay_config(run, config=config, model=model, gpu=gpu)
-    if not isinstance(cfg.cost_model, RooflineCostConfig):
-        raise InputError(
-            "calibration fits the roofline; the replay config has a table",
-            file=config,
-            field="cost_model.kind",
-        )
-    start = start if start != RooflineCostConfig() else cfg.cost_model
+    if not sources:
+        raise InputError("give at least one source")
+    for source in sources:
+        if not source.exists():
+            raise InputError("no such file or folder", file=source)
+    steps = [source.is_file() and is_step_table(source) for source in sources]
+    if any(steps) and not all(steps):
+        raise InputError("mix of step tables and measured runs: calibrate them separately")
+    if all(steps):
+        samples = _step_samples(sources, model, gpu, tp)
+        chosen = check_knobs(knobs) if knobs else (*STEP_KNOBS, *_tp_knobs(samples))
+        return Calibration(fit_steps(start, samples, chosen), "step", _label(sources),
+                           tuple(samples))  # fmt: skip
+    objectives = _replays(sources, configs, model, gpu)
+
+    def joint(cost: RooflineCostConfig) -> float:
+        return sum(objective(cost) for objective in objectives) / len(objectives)
+
     chosen = check_knobs(knobs) if knobs else RUN_KNOBS
-    result = fit_run(
-        start, run_objective(cfg, base_dir, run), chosen, max_evaluations=max_evaluations
-    )
-    return Calibration(result, "request", run.label, notes=list(run.notes))
+    result = fit_run(start, joint, chosen, max_evaluations=max_evaluations)
+    return Calibration(result, "request", _label(sources))
 
 
 def residual_rows(cal: Calibration) -> list[tuple[str, int, str, int, float, float]]:

@@ -37,6 +37,12 @@ class VllmV1Config(Frozen):
     )
     enable_chunked_prefill: bool = True
     policy: Literal["fcfs", "priority"] = "fcfs"
+    reserve_full_prompt: bool = Field(
+        False,
+        description="admit a waiting request only when blocks for all its tokens are free "
+        "(later vLLM's scheduler_reserve_full_isl, on in vLLM 0.19's runs); False = vLLM 0.11, "
+        "which admits when the first chunk fits",
+    )
 
 
 class VllmV0Config(Frozen):

@@ -14,11 +14,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, model_validator
 
-from simkv.calibrate.profile import expand_profile
 from simkv.config.base import Frozen, YamlDoc, load_yaml, validate
 from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.policy import PreemptionConfig, SchedulerConfig, VllmV1Config
+from simkv.config.profile import expand_profile
 from simkv.config.workload import WorkloadConfig, check_sampling_scheduler
 from simkv.errors import InputError
 
@@ -235,7 +235,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> SimConf
 
     A ``kind: measured`` workload's engine settings fill the keys left unset
     (:func:`apply_measured_engine`); ``cost_model: {profile: ...}`` is replaced by the
-    calibration profile's values (:func:`simkv.calibrate.profile.expand_profile`).
+    calibration profile's values (:func:`simkv.config.profile.expand_profile`).
     """
     doc = load_yaml(path)
     if not isinstance(doc.data, dict):

@@ -168,6 +168,15 @@ class PagedKV:
         keys = self.cache is not None and seq.keys
         return not keys or (type(keys) is UniqueKeys and not seq.preemptions and not seq.swaps)
 
+    def fits_whole(self, seq: Seq, hits: list[BlockId]) -> bool:
+        """Whether blocks for all of ``seq``'s tokens are free beyond its cached ``hits``
+        (reviving a free cached hit uses up a free block), as the check vLLM's
+        ``KVCacheManager.allocate_slots`` makes with ``full_sequence_must_fit``."""
+        need = -(-seq.num_tokens // self.block_size) - len(hits)
+        refs = self._refs
+        revived = sum(1 for block in hits if refs[block] == 0)
+        return need + revived <= self.gpu.free_blocks
+
     def allocate_with_prefix(self, seq: Seq, hits: list[BlockId], num_new: int) -> bool:
         """Admit ``seq`` onto its cached ``hits`` plus room for ``num_new`` more tokens.
 

@@ -172,6 +172,7 @@ class VllmV1Scheduler(SchedulerBase):
         waiting, running, kv, blocked = self.waiting, self.running, self.kv, self._blocked
         cfg, gpu, bs = self.cfg, self.kv.gpu, self.kv.block_size
         max_seqs, chunked = cfg.max_num_seqs, cfg.enable_chunked_prefill
+        reserve_full = cfg.reserve_full_prompt
         while waiting and budget > 0 and len(running) < max_seqs:
             seq = waiting.peek()
             if (
@@ -183,6 +184,10 @@ class VllmV1Scheduler(SchedulerBase):
             remaining = seq.num_tokens - len(hits) * bs
             num_new = self._chunk(remaining, budget)
             if not chunked and num_new < remaining:
+                break
+            if reserve_full and not kv.fits_whole(seq, hits):
+                if not hits and kv.cannot_hit(seq):
+                    self._blocked = (seq, budget, -(-seq.num_tokens // bs))
                 break
             if not kv.allocate_with_prefix(seq, hits, num_new):
                 if not hits and kv.cannot_hit(seq):  # it needs a fresh table's blocks

@@ -6,6 +6,7 @@ simkv key                               measured setting
 ``scheduler.max_num_seqs``              ``max_num_seqs``
 ``scheduler.max_num_batched_tokens``    ``max_num_batched_tokens``
 ``scheduler.enable_chunked_prefill``    ``enable_chunked_prefill``
+``scheduler.reserve_full_prompt``       ``reserve_full_prompt`` (``scheduler_reserve_full_isl``)
 ``kv_cache.block_size``                 ``block_size``
 ``kv_cache.num_blocks``                 ``num_gpu_blocks``
 ``kv_cache.prefix_caching``             ``enable_prefix_caching``: ``hash`` / ``none``
@@ -33,6 +34,7 @@ def engine_overrides(source: MeasuredRun | EngineSettings | None) -> dict[str, o
         ("scheduler.max_num_seqs", settings.max_num_seqs),
         ("scheduler.max_num_batched_tokens", settings.max_num_batched_tokens),
         ("scheduler.enable_chunked_prefill", settings.enable_chunked_prefill),
+        ("scheduler.reserve_full_prompt", settings.reserve_full_prompt),
         ("kv_cache.block_size", settings.block_size),
         ("kv_cache.num_blocks", settings.num_gpu_blocks),
         ("kv_cache.prefix_caching", None if caching is None else "hash" if caching else "none"),

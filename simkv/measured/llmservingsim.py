@@ -50,6 +50,8 @@ _SOURCES: dict[str, tuple[tuple[str, ...], ...]] = {
                               ("kv_cache", "enable_prefix_caching")),
     "enable_chunked_prefill": ((_RC, "scheduler_config", "enable_chunked_prefill"),
                                ("engine_kwargs", "enable_chunked_prefill")),
+    "reserve_full_prompt": ((_RC, "scheduler_config", "scheduler_reserve_full_isl"),
+                            ("engine_kwargs", "scheduler_reserve_full_isl")),
     "dtype": (("engine_kwargs", "dtype"), (_RC, "model_config", "dtype")),
     "kv_cache_dtype": (("engine_kwargs", "kv_cache_dtype"), (_RC, "cache_config", "cache_dtype")),
 }  # fmt: skip

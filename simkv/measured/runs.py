@@ -38,7 +38,8 @@ class EngineSettings:
     ``model`` is the Hugging Face name, ``gpu`` the device name as the driver reports it,
     ``max_num_batched_tokens`` the token budget per step, ``block_size`` tokens per KV block,
     ``num_gpu_blocks`` the KV blocks the engine allocated, ``dtype``/``kv_cache_dtype`` the
-    engine's spelling (e.g. ``bfloat16``, ``auto``), ``engine_version`` e.g. ``vllm 0.19.0``.
+    engine's spelling (e.g. ``bfloat16``, ``auto``), ``engine_version`` e.g. ``vllm 0.19.0``,
+    ``reserve_full_prompt`` vLLM's ``scheduler_reserve_full_isl``.
     """
 
     model: str | None = None
@@ -51,6 +52,7 @@ class EngineSettings:
     num_gpu_blocks: int | None = None
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool | None = None
+    reserve_full_prompt: bool | None = None
     dtype: str | None = None
     kv_cache_dtype: str | None = None
     engine_version: str | None = None

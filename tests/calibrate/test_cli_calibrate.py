@@ -9,8 +9,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from simkv.calibrate.profile import read_profile
 from simkv.cli import app
+from simkv.config.profile import read_profile
 from simkv.config.sim import load_config
 from simkv.runner import simulate
 from tests.calibrate.test_fit import TRUE, synthetic_samples

@@ -97,17 +97,28 @@ def test_fast_forward_changes_nothing(
     threshold=st.sampled_from([0, 64, 300]),
     chunked=st.booleans(),
     caching=st.sampled_from(["none", "hash", "radix"]),
+    reserve_full=st.booleans(),
 )
 def test_lazy_decode_matches_under_vllm_v1_limits(
-    seed: int, max_num_seqs: int, threshold: int, chunked: bool, caching: str
-) -> None:
-    """Sequence limit, long-prefill threshold and chunked prefill off keep requests waiting
-    while the cohort decodes."""
+    seed: int, max_num_seqs: int, threshold: int, chunked: bool, caching: str,
+    reserve_full: bool,
+) -> None:  # fmt: skip
+    """Sequence limit, long-prefill threshold, chunked prefill off and the full-prompt
+    reservation keep requests waiting while the cohort decodes."""
     extra = {"max_num_seqs": max_num_seqs, "enable_chunked_prefill": chunked,
-             "long_prefill_token_threshold": threshold if chunked else 0}  # fmt: skip
+             "long_prefill_token_threshold": threshold if chunked else 0,
+             "reserve_full_prompt": reserve_full}  # fmt: skip
     budget = 2048 if chunked else 4096  # without chunking a prompt must fit the budget whole
     cfg = _config(seed, 6.0, 4000, 16, caching, budget, 80, 60, extra=extra)
     _assert_same(cfg)
+
+
+@pytest.mark.parametrize("victim", ["newest", "longest"])
+def test_lazy_decode_matches_with_full_prompt_reservation(victim: str) -> None:
+    """vLLM 0.19's admission rule under tight memory: still preemptions, same frames."""
+    cfg = _config(5, 6.0, 1600, 16, "hash", 2048, 120, 120, "vllm_v1", victim, "recompute",
+                  extra={"reserve_full_prompt": True})  # fmt: skip
+    assert _assert_same(cfg) > 100
 
 
 @pytest.mark.parametrize("kind", ["vllm_v1", "vllm_v0"])

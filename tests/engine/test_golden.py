@@ -145,3 +145,32 @@ def test_static_batch_runs_to_completion(tmp_path: Path) -> None:
     fin = [_req(out, i)["finish_s"] for i in range(3)]
     assert fin == pytest.approx([42 * MS, 42 * MS, 67 * MS])
     assert _req(out, 1)["first_token_s"] == pytest.approx(18 * MS)
+
+
+@pytest.mark.parametrize("reserve_full", [False, True])
+def test_vllm_v1_full_prompt_reservation(tmp_path: Path, reserve_full: bool) -> None:
+    """vLLM's ``scheduler_reserve_full_isl`` (on in vLLM 0.19's runs; the check in
+    ``vllm/v1/core/kv_cache_manager.py`` ``KVCacheManager.allocate_slots`` with
+    ``full_sequence_must_fit``): a waiting request is admitted only when blocks for all its
+    tokens are free, not just for its first chunk.
+
+    4 blocks of 4, budget 12. A = (prompt 8, out 2), B = (prompt 12, out 2), both at t=0.
+    Without the rule (vLLM 0.11): 1: A 8 + B's first chunk 4 (2 + 1 blocks) → .022. 2: A's
+    decode takes the last block, B's next chunk finds none → B (newest) preempted; A alone
+    → .033, A done. 3: B hits its own first block in the prefix cache and computes 8 → .051.
+    4: B decodes → .062: the same finish, but one preemption and 4 recomputed tokens.
+    With it: 1: A 8; B needs 3 blocks, 2 free → waits; → .018. 2: A decode → .029, A done.
+    3: B 12 → .051. 4: B → .062. No preemption.
+    """
+    sched = {"kind": "vllm_v1", "max_num_batched_tokens": 12, "reserve_full_prompt": reserve_full}
+    cfg = tiny_config(tmp_path, [(0, 8, 2), (0, 12, 2)], sched, num_blocks=4)
+    out = run(cfg, tmp_path)
+    b = _req(out, 1)
+    if reserve_full:
+        assert _steps(out) == [(8, 0, 1, 0), (0, 1, 1, 0), (12, 0, 1, 0), (0, 1, 1, 0)]
+        assert (b["first_token_s"], b["finish_s"]) == pytest.approx((51 * MS, 62 * MS))
+        assert b["preemptions"] == 0
+    else:
+        assert _steps(out) == [(12, 0, 2, 0), (0, 1, 1, 1), (8, 0, 1, 0), (0, 1, 1, 0)]
+        assert (b["first_token_s"], b["finish_s"]) == pytest.approx((51 * MS, 62 * MS))
+        assert (b["preemptions"], b["recomputed_tokens"]) == (1, 4)

@@ -10,6 +10,7 @@ def test_rtx4090(rtx4090):
         "scheduler.max_num_seqs": 256,
         "scheduler.max_num_batched_tokens": 2048,
         "scheduler.enable_chunked_prefill": True,
+        "scheduler.reserve_full_prompt": True,  # scheduler_reserve_full_isl
         "kv_cache.block_size": 16,
         "kv_cache.num_blocks": 2588,
         "kv_cache.prefix_caching": "hash",

@@ -26,7 +26,8 @@ def test_rtx4090_run(rtx4090):
         model="meta-llama/Llama-3.1-8B", gpu="NVIDIA GeForce RTX 4090", tensor_parallel=1,
         max_num_seqs=256, max_num_batched_tokens=2048, max_model_len=32768, block_size=16,
         num_gpu_blocks=2588, enable_prefix_caching=True, enable_chunked_prefill=True,
-        dtype="bfloat16", kv_cache_dtype="auto", engine_version="vllm 0.19.0",
+        reserve_full_prompt=True, dtype="bfloat16", kv_cache_dtype="auto",
+        engine_version="vllm 0.19.0",
     )  # fmt: skip
     assert rtx4090.notes == ()
 
