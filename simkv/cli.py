@@ -322,6 +322,12 @@ def _print_calibration(cal: Calibration, out: Path) -> None:
         for model, tp, phase, n, mae, bias in residual_rows(cal):
             rows.add_row(model, str(tp), phase, str(n), f"{mae:.1%}", f"{bias:+.1%}")
         console.print(rows)
+    if cal.validations:
+        from simkv.report.compare_real import headline_text, table_rows
+
+        for label, validation in cal.validations:
+            title = f"{label}: measured vs simulated with the fitted profile"
+            _print_validation(title, table_rows(validation.rows), [headline_text(validation)])
     what = "step times" if cal.level == "step" else "TTFT/TPOT/E2E mean, p50, p90, p99"
     console.print(
         f"mean abs. error over {what}: {fit.start_error:.1%} → {fit.error:.1%} "

@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load_fidelity() -> ModuleType:
+    """benchmarks/fidelity.py as a module, its folder on the path as when it runs as a script."""
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.append(str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location(
         "simkv_fidelity_bench", ROOT / "benchmarks" / "fidelity.py"
     )

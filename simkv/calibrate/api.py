@@ -15,12 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from simkv.calibrate.fit import FitResult, check_knobs, fit_run, fit_steps, step_errors
-from simkv.calibrate.runs import RunObjective, replay_config, run_objective
+from simkv.calibrate.runs import replay_config, replay_validation, run_objective
 from simkv.calibrate.steps import StepSample, is_step_table, read_step_samples
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.hardware import load_gpu_preset
+from simkv.config.sim import SimConfig
 from simkv.errors import InputError
-from simkv.measured import read_measured_run
+from simkv.measured import MeasuredRun, read_measured_run
+from simkv.metrics.validation import Validation
 
 __all__ = ["RUN_KNOBS", "STEP_KNOBS", "Calibration", "calibrate", "residual_rows"]
 
@@ -49,6 +51,7 @@ class Calibration:
     label: str
     samples: tuple[StepSample, ...] = ()
     notes: list[str] = field(default_factory=list)
+    validations: tuple[tuple[str, Validation], ...] = ()  # request level: each run, fitted
 
 
 def _tp_knobs(samples: Sequence[StepSample]) -> tuple[str, ...]:
@@ -72,13 +75,16 @@ def _step_samples(
     return samples
 
 
+Replay = tuple[MeasuredRun, SimConfig, Path]
+
+
 def _replays(
     sources: Sequence[Path], configs: Sequence[Path], model: str | None, gpu: str | None
-) -> list[RunObjective]:
+) -> list[Replay]:
     if configs and len(configs) != len(sources):
         raise InputError(f"give one --config per measured run ({len(sources)}), or none",
                          field="--config")  # fmt: skip
-    objectives = []
+    replays = []
     for i, source in enumerate(sources):
         run = read_measured_run(source)
         config = configs[i] if configs else None
@@ -86,8 +92,8 @@ def _replays(
         if not isinstance(cfg.cost_model, RooflineCostConfig):
             raise InputError("calibration fits the roofline; the replay config has a table",
                              file=config, field="cost_model.kind")  # fmt: skip
-        objectives.append(run_objective(cfg, base_dir, run))
-    return objectives
+        replays.append((run, cfg, base_dir))
+    return replays
 
 
 def _label(sources: Sequence[Path]) -> str:
@@ -123,14 +129,20 @@ def calibrate(
         chosen = check_knobs(knobs) if knobs else (*STEP_KNOBS, *_tp_knobs(samples))
         return Calibration(fit_steps(start, samples, chosen), "step", _label(sources),
                            tuple(samples))  # fmt: skip
-    objectives = _replays(sources, configs, model, gpu)
+    replays = _replays(sources, configs, model, gpu)
+    objectives = [run_objective(cfg, base_dir, run) for run, cfg, base_dir in replays]
 
     def joint(cost: RooflineCostConfig) -> float:
         return sum(objective(cost) for objective in objectives) / len(objectives)
 
     chosen = check_knobs(knobs) if knobs else RUN_KNOBS
     result = fit_run(start, joint, chosen, max_evaluations=max_evaluations)
-    return Calibration(result, "request", _label(sources))
+    validations = tuple(
+        (run.label, replay_validation(cfg, base_dir, run, result.config))
+        for run, cfg, base_dir in replays
+    )
+    notes = [note for run, _, _ in replays for note in run.notes]
+    return Calibration(result, "request", _label(sources), notes=notes, validations=validations)
 
 
 def residual_rows(cal: Calibration) -> list[tuple[str, int, str, int, float, float]]:

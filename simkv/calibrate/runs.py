@@ -18,11 +18,11 @@ from simkv.config.cost import RooflineCostConfig
 from simkv.config.sim import SimConfig, apply_measured_engine, load_config
 from simkv.errors import InputError
 from simkv.measured import MeasuredRun
-from simkv.metrics.validation import compare_metrics, simulated_request_frame
+from simkv.metrics.validation import Validation, compare_metrics, simulated_request_frame
 from simkv.presets import find_preset
 from simkv.runner import simulate
 
-__all__ = ["replay_config", "run_objective"]
+__all__ = ["replay_config", "replay_validation", "run_objective"]
 
 
 def _preset(kind: str, recorded: str | None, given: str | None, source: Path) -> str:
@@ -75,15 +75,20 @@ def replay_config(
 RunObjective = Callable[[RooflineCostConfig], float]
 
 
+def replay_validation(
+    cfg: SimConfig, base_dir: Path, run: MeasuredRun, cost: RooflineCostConfig
+) -> Validation:
+    """The replay of ``run`` simulated with ``cost``, compared with the run per metric."""
+    out = simulate(cfg.model_copy(update={"cost_model": cost}), base_dir)
+    return compare_metrics(run.requests, simulated_request_frame(out.frames.requests))
+
+
 def run_objective(cfg: SimConfig, base_dir: Path, run: MeasuredRun) -> RunObjective:
     """``cost → mean abs. relative error`` (a fraction) of the replay simulated with ``cost``:
-    the headline of :func:`simkv.metrics.validation.compare_metrics` (TTFT, TPOT, E2E × mean,
-    p50, p90, p99)."""
+    the headline of :func:`replay_validation` (TTFT, TPOT, E2E × mean, p50, p90, p99)."""
 
     def objective(cost: RooflineCostConfig) -> float:
-        out = simulate(cfg.model_copy(update={"cost_model": cost}), base_dir)
-        simulated = simulated_request_frame(out.frames.requests)
-        headline = compare_metrics(run.requests, simulated).mean_abs_diff_pct
+        headline = replay_validation(cfg, base_dir, run, cost).mean_abs_diff_pct
         return math.inf if headline is None else headline / 100
 
     return objective

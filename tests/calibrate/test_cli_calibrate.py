@@ -85,6 +85,8 @@ def test_request_level_fit_recovers_the_step_overhead(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert read_profile(profile).step_overhead_ms == pytest.approx(6.0, rel=0.01)
     assert "→ 0.0%" in result.output
+    assert "measured vs simulated with the fitted profile" in result.output  # per metric
+    assert "TTFT P99" in result.output and "Latency Mean" in result.output
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,39 @@
+"""Generated blocks inside a generated document: ``<!-- name:start -->`` … ``<!-- name:end -->``.
+
+docs/fidelity.md is written by benchmarks/fidelity.py, except its "sim vs real" block, which
+benchmarks/sim_vs_real.py writes; each script keeps the other's part.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _marks(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def block_of(text: str, name: str) -> str | None:
+    """The block ``name`` of ``text``, markers included, or None."""
+    start, end = _marks(name)
+    i, j = text.find(start), text.find(end)
+    return text[i : j + len(end)] if 0 <= i < j else None
+
+
+def with_block(text: str, name: str, body: str) -> str:
+    """``text`` with block ``name`` holding ``body`` (replaced in place, else appended)."""
+    start, end = _marks(name)
+    block = f"{start}\n{body.strip()}\n{end}"
+    old = block_of(text, name)
+    if old is not None:
+        return text.replace(old, block)
+    return text.rstrip() + "\n\n" + block + "\n"
+
+
+def write_block(path: Path, name: str, body: str) -> None:
+    """Replace (or append) block ``name`` of the file at ``path`` by ``body``."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    path.write_text(with_block(text, name, body), encoding="utf-8")
+
+
+SIM_VS_REAL = "sim-vs-real"
