@@ -151,10 +151,20 @@ class TableCostConfig(TransferCostConfig):
     bilinear inside each grid cell. Outside the measured range each axis is *clamped-linear*:
     below the smallest value the time stays at the edge value; above the largest value the last
     segment's slope continues, floored at zero so an extrapolated time never decreases.
+
+    ``path`` may instead be a published per-phase measurement of the shapes bundled under
+    ``traces/measured/``: a DistServe profile (JSON) or a Splitwise table (CSV); then the run's
+    model (or ``model``) at the run's tensor-parallel degree prices each step
+    (:mod:`simkv.engine.phase_cost`).
     """
 
     kind: Literal["table"] = "table"
     path: Path
+    model: str | None = Field(
+        None,
+        description="a DistServe profile or Splitwise table only: the model's name in the file "
+        "(None: the run's model preset, matched through its aliases)",
+    )
 
 
 # ---------------------------------------------------------------------------------------------

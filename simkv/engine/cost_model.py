@@ -23,6 +23,7 @@ from simkv.config.cost import (
     read_step_table,
 )
 from simkv.config.hardware import GpuSpec, ModelSpec
+from simkv.config.step_sources import sniff
 
 __all__ = [
     "CostModel",
@@ -34,6 +35,7 @@ __all__ = [
     "attention_read_efficiency",
     "build_cost_model",
     "chunk_attention_pairs",
+    "clamped_linear",
 ]
 
 
@@ -304,7 +306,7 @@ def _line(x0: float, y0: float, x1: float, y1: float, x: float) -> float:
     return y0 + slope * (x - x0)
 
 
-def _clamped_linear(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
+def clamped_linear(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
     if len(xs) == 1 or x <= xs[0]:
         return ys[0]
     i = _segment(xs, x)
@@ -315,10 +317,10 @@ def _table_time_ms(table: StepTimeTable, num_tokens: float, kv_read_tokens: floa
     """Bilinear inside the grid, clamped-linear outside (see ``TableCostConfig``)."""
     ks, rows = table.kv_read_tokens, table.times_ms
     if len(ks) == 1 or kv_read_tokens <= ks[0]:
-        return _clamped_linear(table.num_tokens, rows[0], num_tokens)
+        return clamped_linear(table.num_tokens, rows[0], num_tokens)
     j = _segment(ks, kv_read_tokens)
-    low = _clamped_linear(table.num_tokens, rows[j], num_tokens)
-    high = _clamped_linear(table.num_tokens, rows[j + 1], num_tokens)
+    low = clamped_linear(table.num_tokens, rows[j], num_tokens)
+    high = clamped_linear(table.num_tokens, rows[j + 1], num_tokens)
     return _line(ks[j], low, ks[j + 1], high, kv_read_tokens)
 
 
@@ -362,7 +364,14 @@ def build_cost_model(
         return RooflineCostModel(
             cfg, model, gpu, tensor_parallel=tensor_parallel, block_size=block_size
         )
-    table = read_step_table(cfg.path if cfg.path.is_absolute() else base_dir / cfg.path)
+    path = cfg.path if cfg.path.is_absolute() else base_dir / cfg.path
+    kind = sniff(path) if path.is_file() else None
+    if kind in ("distserve", "splitwise"):
+        from simkv.engine.phase_cost import phase_cost_model  # it builds on this module
+
+        return phase_cost_model(cfg, path, kind, model, gpu, tensor_parallel=tensor_parallel,
+                                block_size=block_size)  # fmt: skip
+    table = read_step_table(path)
     return TableCostModel(
         cfg, model, gpu, tensor_parallel=tensor_parallel, block_size=block_size, table=table
     )
