@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from simkv.report.compare_real import compare_with_measured, write_comparison
 from simkv.report.run_report import write_run_report
+from tests.report.test_compare_report import simulate_replay, write_measured_folder
 from tests.report.test_run_report import FIGURE_IDS, build_tiny_run
 
 CHROMIUM = Path(os.environ.get("SIMKV_CHROMIUM", "/usr/bin/chromium"))
@@ -153,9 +155,13 @@ def _problems(events: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def test_report_renders_in_chromium(chromium: Path, tmp_path: Path) -> None:
-    report = write_run_report(build_tiny_run(tmp_path / "run"))
-    profile = tmp_path / "profile"
+OVERFLOW_JS = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+def _render(chromium: Path, page: Path, tmp_path: Path) -> dict[str, Any]:
+    """Load ``page`` in a fresh headless Chromium: title, figure sizes, horizontal overflow
+    (px), the events seen and a PNG screenshot."""
+    profile = tmp_path / f"profile-{page.stem}"
     profile.mkdir()
     browser = DevToolsPipe(profile, deadline=time.monotonic() + TIMEOUT_S)
     try:
@@ -166,22 +172,53 @@ def test_report_renders_in_chromium(chromium: Path, tmp_path: Path) -> None:
             browser.call(f"{domain}.enable", sid)
         browser.call("Emulation.setDeviceMetricsOverride", sid, width=1280, height=1000,
                      deviceScaleFactor=1, mobile=False)  # fmt: skip
-        browser.call("Page.navigate", sid, url=report.as_uri())
+        browser.call("Page.navigate", sid, url=page.as_uri())
         browser.wait_for("Page.loadEventFired")
-        title = browser.call("Runtime.evaluate", sid, expression="document.title")
-        sizes = browser.call("Runtime.evaluate", sid, expression=SIZES_JS, returnByValue=True)
-        shot = browser.call("Page.captureScreenshot", sid, format="png")
+
+        def value(expression: str) -> Any:
+            reply = browser.call("Runtime.evaluate", sid, expression=expression,
+                                 returnByValue=True)  # fmt: skip
+            return reply["result"]["value"]
+
+        out = {"title": value("document.title"), "figures": json.loads(value(SIZES_JS)),
+               "overflow_px": value(OVERFLOW_JS)}  # fmt: skip
+        out["png"] = base64.b64decode(browser.call("Page.captureScreenshot", sid,
+                                                   format="png")["data"])  # fmt: skip
     finally:
         browser.close()
-    assert title["result"]["value"] == "simkv run report: tiny"
-    figures = json.loads(sizes["result"]["value"])
-    assert [fig_id for fig_id, _, _ in figures] == FIGURE_IDS
-    for fig_id, width, height in figures:
-        assert width > 100 and height > 100, f"{fig_id} SVG laid out at {width}×{height}"
-    assert _problems(browser.events) == []
-    png = base64.b64decode(shot["data"])
-    (tmp_path / "screenshot.png").write_bytes(png)  # kept for a look when this fails
+    out["problems"] = _problems(browser.events)
+    return out
+
+
+def _check_screenshot(png: bytes, path: Path) -> None:
+    path.write_bytes(png)  # kept for a look when this fails
     image = Image.open(io.BytesIO(png)).convert("RGB")
     assert image.size == (1280, 1000)
     colours = image.getcolors(maxcolors=1 << 16)
     assert colours is None or len(colours) > 16, "screenshot is (nearly) a single colour"
+
+
+def test_report_renders_in_chromium(chromium: Path, tmp_path: Path) -> None:
+    report = write_run_report(build_tiny_run(tmp_path / "run"))
+    seen = _render(chromium, report, tmp_path)
+    assert seen["title"] == "simkv run report: tiny"
+    assert [fig_id for fig_id, _, _ in seen["figures"]] == FIGURE_IDS
+    for fig_id, width, height in seen["figures"]:
+        assert width > 100 and height > 100, f"{fig_id} SVG laid out at {width}×{height}"
+    assert seen["problems"] == []
+    _check_screenshot(seen["png"], tmp_path / "screenshot.png")
+
+
+def test_compare_page_renders_in_chromium(chromium: Path, tmp_path: Path) -> None:
+    """``simkv compare``'s page: figures laid out, nothing wider than the window."""
+    measured = write_measured_folder(tmp_path / "real", (40.0, 20.0))
+    cmp = compare_with_measured(simulate_replay(tmp_path, measured), measured)
+    page, _ = write_comparison(cmp, tmp_path / "compare.html", tmp_path / "compare.csv")
+    seen = _render(chromium, page, tmp_path)
+    assert seen["title"].startswith("simkv vs measured")
+    assert [fig_id for fig_id, _, _ in seen["figures"]] == ["fig-latency-cdf", "fig-load"]
+    for fig_id, width, height in seen["figures"]:
+        assert width > 100 and height > 100, f"{fig_id} SVG laid out at {width}×{height}"
+    assert seen["overflow_px"] <= 0, "the page is wider than the window"
+    assert seen["problems"] == []
+    _check_screenshot(seen["png"], tmp_path / "compare.png")
