@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from simkv.errors import InputError
+from simkv.workload.tables import read_text
 
 
 @dataclass(frozen=True)
@@ -37,16 +38,6 @@ class JsonDoc:
         lines = (self.line_of(*keys[:cut]) for cut in range(len(keys), 0, -1))
         line = next((found for found in lines if found is not None), 1)
         return InputError(message, file=self.path, line=line, field=".".join(keys) or None)
-
-
-def read_text(path: Path) -> str:
-    """A file's UTF-8 text; InputError when unreadable."""
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
-    except UnicodeDecodeError:
-        raise InputError("cannot read: not UTF-8 text", file=path) from None
 
 
 def read_json(path: Path, *, hint: str = "") -> JsonDoc:

@@ -21,8 +21,8 @@ from pathlib import Path
 from simkv.errors import InputError
 from simkv.measured import llmservingsim, vllm_bench
 from simkv.measured.generic import read_generic
-from simkv.measured.jsondoc import read_text
 from simkv.measured.runs import EngineSettings, MeasuredRun
+from simkv.workload.tables import read_text
 
 
 def _run_folder(path: Path) -> Path | None:

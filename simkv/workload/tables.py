@@ -73,7 +73,8 @@ class Table:
         return self.numbers(name, minimum=minimum, integer=True).astype(np.int64)
 
 
-def _open_text(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """A file's UTF-8 text (a byte-order mark dropped); :class:`InputError` when unreadable."""
     try:
         return path.read_text(encoding="utf-8-sig")
     except OSError as err:
@@ -137,7 +138,7 @@ def _jsonl_table(path: Path, text: str) -> Table:
 
 def read_table(path: Path) -> Table:
     """A CSV or JSONL file (JSONL if its first non-blank character is ``{``), ≥ 1 row."""
-    text = _open_text(path)
+    text = read_text(path)
     is_jsonl = text.lstrip().startswith("{")
     table = _jsonl_table(path, text) if is_jsonl else _csv_table(path, text)
     if len(table.frame) == 0:
