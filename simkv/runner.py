@@ -17,7 +17,7 @@ from simkv.config.policy import OrcaConfig, StaticConfig, VllmV0Config, VllmV1Co
 from simkv.config.sim import GIB, SimConfig, dump_resolved
 from simkv.engine.capacity import InsufficientMemory, blocks_from_bytes, kv_capacity_blocks
 from simkv.engine.contiguous_kv import ContiguousKV
-from simkv.engine.cost_model import build_cost_model
+from simkv.engine.costs import build_cost_model
 from simkv.engine.engine import Engine
 from simkv.engine.intake import EngineLimits
 from simkv.engine.orca import OrcaScheduler

@@ -11,19 +11,15 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from simkv.config.cost import (
-    CostConfig,
     RooflineCostConfig,
     StepTimeTable,
     TableCostConfig,
     TransferCostConfig,
-    read_step_table,
 )
 from simkv.config.hardware import GpuSpec, ModelSpec
-from simkv.config.step_sources import sniff
 
 __all__ = [
     "CostModel",
@@ -33,7 +29,6 @@ __all__ = [
     "Work",
     "allreduce_call_s",
     "attention_read_efficiency",
-    "build_cost_model",
     "chunk_attention_pairs",
     "clamped_linear",
 ]
@@ -347,31 +342,3 @@ class TableCostModel(_BlockTransfers):
         if tokens <= 0:
             raise _empty_step(work)
         return _table_time_ms(self._table, tokens, work.kv_read_tokens) * 1e-3
-
-
-def build_cost_model(
-    cfg: CostConfig,
-    model: ModelSpec,
-    gpu: GpuSpec,
-    *,
-    tensor_parallel: int,
-    block_size: int,
-    base_dir: Path,
-) -> CostModel:
-    """The cost model ``cfg`` describes; a table's relative ``path`` resolves against
-    ``base_dir`` (the config file's folder)."""
-    if isinstance(cfg, RooflineCostConfig):
-        return RooflineCostModel(
-            cfg, model, gpu, tensor_parallel=tensor_parallel, block_size=block_size
-        )
-    path = cfg.path if cfg.path.is_absolute() else base_dir / cfg.path
-    kind = sniff(path) if path.is_file() else None
-    if kind in ("distserve", "splitwise"):
-        from simkv.engine.phase_cost import phase_cost_model  # it builds on this module
-
-        return phase_cost_model(cfg, path, kind, model, gpu, tensor_parallel=tensor_parallel,
-                                block_size=block_size)  # fmt: skip
-    table = read_step_table(path)
-    return TableCostModel(
-        cfg, model, gpu, tensor_parallel=tensor_parallel, block_size=block_size, table=table
-    )

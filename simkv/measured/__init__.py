@@ -2,7 +2,8 @@
 
 ``read_measured_run(path)`` reads an LLMServingSim-style vLLM run folder, a
 ``vllm bench serve --save-detailed`` JSON, or a generic CSV into a :class:`MeasuredRun`;
-``measured_metrics`` summarises it with simkv's conventions and key names;
+``simkv.measured.metrics.measured_metrics`` summarises it with simkv's conventions and key
+names;
 ``engine_overrides`` maps its engine settings onto simkv config keys; ``measured_workload``
 turns it into a :class:`~simkv.workload.request.Workload` (a ``kind: measured`` workload in a
 config does this).
@@ -10,7 +11,6 @@ config does this).
 
 from simkv.measured.engine import engine_overrides
 from simkv.measured.generic import read_generic, write_generic_csv
-from simkv.measured.metrics import measured_metrics
 from simkv.measured.read import read_engine_settings, read_measured_run
 from simkv.measured.replay import measured_workload
 from simkv.measured.runs import EngineSettings, MeasuredRun
@@ -19,7 +19,6 @@ __all__ = [
     "EngineSettings",
     "MeasuredRun",
     "engine_overrides",
-    "measured_metrics",
     "measured_workload",
     "read_engine_settings",
     "read_generic",

@@ -13,9 +13,9 @@ from simkv.engine.cost_model import (
     RooflineCostModel,
     StepWork,
     TableCostModel,
-    build_cost_model,
     chunk_attention_pairs,
 )
+from simkv.engine.costs import build_cost_model
 from simkv.errors import InputError
 
 OPT = load_model_preset("opt-13b")  # 40 layers, hidden 5120, 819_200 KV bytes per token

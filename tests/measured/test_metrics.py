@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simkv.measured import MeasuredRun, measured_metrics
+from simkv.measured import MeasuredRun
+from simkv.measured.metrics import measured_metrics
 from tests.measured.conftest import RTX4090, RTXPRO6000
 
 ROWS = {"TTFT": "ttft", "TPOT": "tpot", "Latency": "e2el"}

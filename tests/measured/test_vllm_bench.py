@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from simkv.errors import InputError
-from simkv.measured import EngineSettings, measured_metrics, read_engine_settings
+from simkv.measured import EngineSettings, read_engine_settings
 from simkv.measured import read_measured_run as read
+from simkv.measured.metrics import measured_metrics
 
 
 def bench_result(**changes) -> dict:
