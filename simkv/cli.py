@@ -145,7 +145,7 @@ def _percentiles(text: str | None) -> tuple[float, ...]:
 
 SetOption = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override a config value: key.path=value (repeatable)."),
+    typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a config value (repeatable)."),
 ]
 
 
@@ -161,7 +161,10 @@ def run(
     ] = False,
     percentiles: Annotated[
         str | None,
-        typer.Option(help="Extra latency percentiles, e.g. 50,90,99,99.9 (p90, p99 always)."),
+        typer.Option(
+            metavar="Q,Q,...",
+            help="Extra latency percentiles, e.g. 50,90,99,99.9 (p90, p99 always).",
+        ),
     ] = None,
     fmt: Annotated[
         FrameFormat, typer.Option("--format", help="File format of the frames.")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,15 @@ def test_run_percentiles_option(tiny: Path, tmp_path: Path) -> None:
     bad = runner.invoke(app, ["run", str(tiny), "--percentiles", "50,x"])
     assert bad.exit_code == 2
     assert "--percentiles" in bad.output
+
+
+def test_entry_point_is_quiet_on_a_pipe_and_bare_simkv_succeeds(tiny: Path, tmp_path: Path) -> None:
+    exe = Path(sys.executable).parent / "simkv"
+    done = subprocess.run(
+        [str(exe), "run", str(tiny), "--out", str(tmp_path / "o")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    bare = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=False)
+    assert bare.returncode == 0 and "Usage:" in bare.stdout
