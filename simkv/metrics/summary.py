@@ -105,12 +105,12 @@ def _peaks(req: pd.DataFrame, steps: pd.DataFrame, out: dict[str, float | None])
         out["max_output_tokens_per_s"] = out["max_concurrent_requests"] = 0
         return
     start = float(req["arrival_s"].min())
-    first = req["first_token_s"].dropna().to_numpy()
+    firsts = req[req["first_token_s"].notna()]  # each sequence's first token
     ends = (steps["time_s"] + steps["duration_s"]).to_numpy()
-    times = np.concatenate([ends, first]) - start
-    weights = np.concatenate([steps["decode_tokens"].to_numpy(), np.ones(len(first))])
-    bins = np.floor(times).astype(np.int64)
-    per_s = np.bincount(bins[bins >= 0], weights=weights[bins >= 0]) if len(bins) else [0]
+    times = np.concatenate([ends, firsts["first_token_s"].to_numpy()]) - start
+    weights = np.concatenate([steps["decode_tokens"], firsts["num_seqs"]]).astype(np.float64)
+    bins = np.maximum(np.floor(times).astype(np.int64), 0)
+    per_s = np.bincount(bins, weights=weights)
     out["max_output_tokens_per_s"] = float(np.max(per_s, initial=0.0))
     left = req["finish_s"].notna()
     at = np.concatenate([req["arrival_s"].to_numpy(), req.loc[left, "finish_s"].to_numpy()])
