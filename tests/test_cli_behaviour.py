@@ -103,3 +103,13 @@ def test_entry_point_is_quiet_on_a_pipe_and_bare_simkv_succeeds(tiny: Path, tmp_
     assert done.stderr == ""
     bare = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=False)
     assert bare.returncode == 0 and "Usage:" in bare.stdout
+
+
+def test_on_a_terminal_writing_the_report_shows_a_status(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich treats stderr as a terminal
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    result = runner.invoke(app, ["run", str(tiny), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "writing" in result.stderr and "report.html" in result.stderr
