@@ -15,6 +15,7 @@ from simkv.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
+
 def test_run_writes_outputs_to_reports_run_name(tiny: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["run", str(tiny)])
