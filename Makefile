@@ -1,16 +1,23 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
+# The demo installs simkv alone; the tests add the test extras (ray stays optional:
+# pip install -e '.[ray]', the Ray executor's tests skip without it).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
+TESTSTAMP = $(VENV)/.installed-test
 
 .PHONY: demo waste test bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,ray]'
+	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
+
+$(TESTSTAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(TESTSTAMP)
 
 install: $(STAMP)
 
@@ -23,7 +30,7 @@ waste: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_speed.py
 
-test: $(STAMP)
+test: $(TESTSTAMP)
 	$(BIN)/ruff check simkv tests benchmarks
 	$(BIN)/pytest
 

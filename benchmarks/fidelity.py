@@ -1,11 +1,12 @@
 """Fidelity evidence: the PagedAttention paper's memory results reproduced with simkv.
 
-Runs the configs of ``configs/paper/`` (OPT-13B, one A100-40GB, 12 GiB of KV cache) and writes
-``docs/fidelity.md`` with paper-vs-simkv tables for Table 1 (slot count), Figure 2 (KV memory
-breakdown), Figure 18 (latency vs block size) and Figure 19 (swap vs recompute vs block size).
-It prints the same tables. About a minute on two cores. Usage::
+Runs the configs of ``configs/paper/`` (OPT-13B, one A100-40GB, 12 GiB of KV cache) and prints
+paper-vs-simkv tables for Table 1 (slot count), Figure 2 (KV memory breakdown), Figure 18
+(latency vs block size) and Figure 19 (swap vs recompute vs block size); ``--write-docs`` also
+writes them to ``docs/fidelity.md``, keeping the marked sim-vs-real block that
+``benchmarks/sim_vs_real.py --write-docs`` writes there. About a minute on two cores. Usage::
 
-    .venv/bin/python benchmarks/fidelity.py [--workers 2] [--out docs/fidelity.md]
+    .venv/bin/python benchmarks/fidelity.py [--workers 2] [--write-docs [--out docs/fidelity.md]]
 
 Every run is a plain :func:`simkv.runner.simulate` call on a config file plus ``--set``-style
 overrides, so each row can be reproduced with ``simkv run CONFIG --set ...``.
@@ -525,18 +526,30 @@ def render(results: Results, command: str, wall_s: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="write the report to --out (default: print it only)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "fidelity.md")
     args = parser.parse_args()
     started = time.perf_counter()
     results = run_all(all_cases(), args.workers)
     command = shlex.join([".venv/bin/python", "benchmarks/fidelity.py", *sys.argv[1:]])
     text = render(results, command, time.perf_counter() - started)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    kept = block_of(args.out.read_text(), SIM_VS_REAL) if args.out.exists() else None
-    if kept is not None:  # benchmarks/sim_vs_real.py's block
-        text = text.rstrip() + "\n\n" + kept + "\n"
-    args.out.write_text(text)
     print(text)
+    if args.write_docs:
+        write_docs(text, args.out)
+
+
+def write_docs(text: str, out: Path) -> None:
+    """Write ``text`` to ``out``, keeping the marked block benchmarks/sim_vs_real.py wrote there."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    kept = block_of(out.read_text(), SIM_VS_REAL) if out.exists() else None
+    if kept is not None:
+        text = text.rstrip() + "\n\n" + kept + "\n"
+    out.write_text(text)
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

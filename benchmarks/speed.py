@@ -4,11 +4,12 @@ Cases: the bundled Azure LLM inference 2023 conversation trace (``configs/quicks
 19,366 requests) and the synthetic workload of ``benchmarks/engine_speed.py`` at 10 k, 100 k and
 1 M requests, each under ``vllm_v1`` and ``vllm_v0``. Every case runs alone, in its own Python
 process, so its peak RSS (``ru_maxrss``) is its own and cases do not compete for the CPU. The
-table is printed and written, with the machine, the load average and the targets, to
-``docs/performance.md``. The 1 M cases take minutes each. Usage::
+table is printed, with the machine, the load average and the targets; ``--write-docs`` also
+writes it to ``docs/performance.md`` (never unasked: a loaded machine's numbers would replace the
+tracked ones). The 1 M cases take minutes each. Usage::
 
     .venv/bin/python benchmarks/speed.py [--cases azure-conv-v1,...] [--quick]
-                                         [--out docs/performance.md]
+                                         [--write-docs [--out docs/performance.md]]
 """
 
 from __future__ import annotations
@@ -319,6 +320,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", help=f"comma-separated subset of {', '.join(all_cases())}")
     parser.add_argument("--quick", action="store_true", help="skip the 1 M-request cases")
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="write the report to --out (default: print it only)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -332,9 +338,11 @@ def main() -> None:
     outcomes = run_cases(names)
     run |= {"load_end": _load(), "total_s": f"{time.perf_counter() - started:.0f} s"}
     text = render(outcomes, run)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
     print(text)
+    if args.write_docs:  # a loaded machine's numbers must not rewrite the tracked docs unasked
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -9,22 +10,50 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from simkv import __version__
 from simkv.analysis.waste_study import WasteParams, WasteStudy, make_params, run_waste_study
 from simkv.errors import InputError
-from simkv.progress import stderr_progress
+from simkv.metrics.files import FrameFormat
+from simkv.metrics.text import format_value
+from simkv.progress import stderr_progress, stderr_status
+from simkv.sweep.executors import EXECUTOR_KINDS
 from simkv.workload.traces import read_lengths
 
 if TYPE_CHECKING:
     from simkv.calibrate.api import Calibration
+    from simkv.metrics.recorder import RunFrames
 
-app = typer.Typer(pretty_exceptions_enable=False, no_args_is_help=True, add_completion=False)
+# Help is plain click text: rich markup would eat anything in square brackets ([default: …]).
+app = typer.Typer(
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 _DEFAULTS = WasteParams()  # frozen: the single source of option defaults
+Executor = StrEnum("Executor", {kind: kind for kind in EXECUTOR_KINDS})  # type: ignore[misc]
 
 
-@app.callback()
-def _main() -> None:
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"simkv {__version__}")
+        raise typer.Exit()
+
+
+@app.callback(invoke_without_command=True)
+def _main(
+    ctx: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """Discrete-event simulator of LLM-serving KV-cache memory management."""
+    if ctx.invoked_subcommand is None:  # bare `simkv`: the help, and success
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
 
 
 def _int_list(text: str, option: str) -> tuple[int, ...]:
@@ -95,18 +124,28 @@ def _fail(err: InputError) -> typer.Exit:
 
 def _print_summary(summary: dict[str, float | None], title: str) -> None:
     table = Table("metric", "value", title=title)
+    table.columns[1].justify = "right"
     for key, value in summary.items():
-        if value is None:
-            text = "—"
-        else:
-            text = f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
-        table.add_row(key, text)
+        table.add_row(key, format_value(key, value))
     Console(highlight=False).print(table)
+
+
+def _percentiles(text: str | None) -> tuple[float, ...]:
+    if not text:
+        return ()
+    try:
+        qs = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        message = f"expected comma-separated numbers, got {text!r}"
+        raise InputError(message, field="--percentiles") from None
+    if any(not 0 <= q <= 100 for q in qs):
+        raise InputError("percentiles lie between 0 and 100", field="--percentiles")
+    return qs
 
 
 SetOption = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override a config value: key.path=value (repeatable)."),
+    typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a config value (repeatable)."),
 ]
 
 
@@ -120,25 +159,60 @@ def run(
     check: Annotated[
         bool, typer.Option(help="Check every KV invariant after every step (slow).")
     ] = False,
+    percentiles: Annotated[
+        str | None,
+        typer.Option(
+            metavar="Q,Q,...",
+            help="Extra latency percentiles, e.g. 50,90,99,99.9 (p90, p99 always).",
+        ),
+    ] = None,
+    fmt: Annotated[
+        FrameFormat, typer.Option("--format", help="File format of the frames.")
+    ] = FrameFormat.parquet,
+    trace: Annotated[
+        bool, typer.Option(help="Also write trace.json (Chrome / Perfetto timeline).")
+    ] = False,
 ) -> None:
     """Simulate one config; write frames, summary, resolved config and report.html."""
     from simkv.config.sim import load_config
     from simkv.runner import simulate, write_run
 
     try:
+        qs = _percentiles(percentiles)
         cfg = load_config(config, set_ or [])
         with stderr_progress(f"simulating {cfg.name}") as progress:
-            result = simulate(cfg, config.parent, progress=progress, check_invariants=check)
+            result = simulate(cfg, config.parent, progress=progress, check_invariants=check,
+                              percentiles=qs)  # fmt: skip
     except InputError as err:
         raise _fail(err) from None
     from simkv.report.run_report import write_run_report
 
     out_dir = out or Path("reports") / cfg.name
-    paths = write_run(result, out_dir)
-    paths.append(write_run_report(out_dir))
+    with stderr_status(f"writing {out_dir}: frames, summary and report.html"):
+        paths = write_run(result, out_dir, fmt)
+        if trace:
+            paths.append(_write_trace(out_dir, result.frames))
+        paths.append(write_run_report(out_dir))
     _print_summary(result.summary, f"{cfg.name}: {result.wall_s:.2f} s wall")
     for path in paths:
         typer.echo(f"wrote {path}")
+
+
+def _write_trace(run_dir: Path, frames: RunFrames | None = None) -> Path:
+    from simkv.metrics.trace import write_trace
+
+    try:
+        return write_trace(run_dir, frames)
+    except InputError as err:
+        raise _fail(err) from None
+
+
+@app.command("trace")
+def trace_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (frames as Parquet or CSV).")],
+) -> None:
+    """Write RUN_DIR/trace.json: steps and request spans for ui.perfetto.dev or chrome://tracing."""
+    typer.echo(f"wrote {_write_trace(run_dir)}")
 
 
 @app.command()
@@ -179,8 +253,8 @@ def sweep(
         Path | None, typer.Option(help="Output directory [default: reports/<sweep name>]")
     ] = None,
     executor: Annotated[
-        str, typer.Option(help="serial | process | ray (pip install 'simkv[ray]').")
-    ] = "serial",
+        Executor, typer.Option(help="Where runs execute; ray needs pip install -e '.[ray]'.")
+    ] = Executor.serial,
     jobs: Annotated[int | None, typer.Option(help="Parallel runs [default: CPUs].")] = None,
     resume: Annotated[
         bool, typer.Option(help="Skip runs whose outputs are complete for the same config.")
@@ -198,7 +272,7 @@ def sweep(
             result = run_sweep(
                 sweep_file,
                 out,
-                executor=executor,
+                executor=executor.value,
                 jobs=jobs,
                 resume=resume,
                 ray_address=ray_address,
@@ -209,7 +283,7 @@ def sweep(
     report = write_sweep_report(result.out_dir)
     typer.echo(
         f"{result.ran} runs ran, {result.skipped} skipped (complete), {result.failed} failed "
-        f"in {result.wall_s:.1f} s ({executor})"
+        f"in {result.wall_s:.1f} s ({executor.value})"
     )
     typer.echo(f"wrote {result.out_dir / 'sweep.parquet'}")
     typer.echo(f"wrote {report}")

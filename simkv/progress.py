@@ -1,4 +1,8 @@
-"""Rich progress on stderr for long runs (stdout stays for results)."""
+"""Progress and status on stderr for long runs (stdout stays for results).
+
+Both draw only on a terminal: piped or captured stderr gets neither bars nor the blank line a
+finished live display leaves behind.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 
+def _ignore(done: int, total: int) -> None:
+    """A progress callback that draws nothing."""
+
+
 @contextmanager
 def stderr_progress(description: str) -> Iterator[Callable[[int, int], None]]:
-    """A ``progress(done, total)`` callback drawing a rich bar on stderr (hidden when not a tty)."""
+    """A ``progress(done, total)`` callback drawing a rich bar on stderr (nothing off a tty)."""
     console = Console(stderr=True)
+    if not console.is_terminal:
+        yield _ignore
+        return
     columns = (
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
     )  # fmt: skip
@@ -23,3 +34,14 @@ def stderr_progress(description: str) -> Iterator[Callable[[int, int], None]]:
             bar.update(task, completed=done, total=total)
 
         yield update
+
+
+@contextmanager
+def stderr_status(message: str) -> Iterator[None]:
+    """A spinner with ``message`` on stderr while the block runs (on a terminal only)."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield
+        return
+    with console.status(message):
+        yield

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from simkv.config.policy import OrcaConfig, StaticConfig, VllmV0Config, VllmV1Config
 from simkv.config.sim import GIB, SimConfig, dump_resolved
@@ -27,8 +28,9 @@ from simkv.engine.static import StaticScheduler
 from simkv.engine.vllm_v0 import VllmV0Scheduler
 from simkv.engine.vllm_v1 import VllmV1Scheduler
 from simkv.errors import InputError
+from simkv.metrics.files import FrameFormat, write_frames
 from simkv.metrics.recorder import Recorder, RunFrames
-from simkv.metrics.summary import summarize
+from simkv.metrics.summary import DEFAULT_PERCENTILES, summarize
 from simkv.workload.build import build_workload
 from simkv.workload.request import Workload
 
@@ -49,13 +51,28 @@ class KVSizing:
 
 @dataclass(frozen=True)
 class RunOutput:
-    """Everything one run produced."""
+    """Everything one run produced; ``requests``, ``steps`` and ``itl`` are its frames."""
 
     config: SimConfig
     sizing: KVSizing
     frames: RunFrames
     summary: dict[str, float | None]
     wall_s: float
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """One row per request (:mod:`simkv.metrics.recorder`)."""
+        return self.frames.requests
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """One row per engine step."""
+        return self.frames.steps
+
+    @property
+    def itl(self) -> pd.DataFrame:
+        """Inter-token latencies as weighted samples ``(itl_s, count)``."""
+        return self.frames.itl
 
 
 def kv_sizing(cfg: SimConfig) -> KVSizing:
@@ -161,10 +178,12 @@ def simulate(
     progress: ProgressFn | None = None,
     check_invariants: bool = False,
     fast_forward: bool = True,
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
 ) -> RunOutput:
     """Run one simulation; deterministic for a given config (its ``seed`` included).
 
-    ``fast_forward`` advances steadily decoding requests lazily (engine.cohort), same results.
+    ``fast_forward`` advances steadily decoding requests lazily (engine.cohort), same results;
+    ``percentiles`` (0–100) are added to the summary's (:func:`~simkv.metrics.summary.summarize`).
     """
     started = time.perf_counter()
     engine, sizing = build_engine(
@@ -176,23 +195,22 @@ def simulate(
     capacity = sizing.num_blocks
     if cfg.scheduler.kind in ("static", "orca"):
         capacity = sizing.token_slots  # contiguous memory is accounted in slots
-    summary = summarize(frames, cfg.slo, capacity)
+    summary = summarize(frames, cfg.slo, capacity, percentiles)
     return RunOutput(cfg, sizing, frames, summary, time.perf_counter() - started)
 
 
-def write_run(out: RunOutput, out_dir: Path) -> list[Path]:
-    """Write the run's files into ``out_dir``; returns the paths written."""
+def write_run(out: RunOutput, out_dir: Path, fmt: FrameFormat = FrameFormat.parquet) -> list[Path]:
+    """Write the run's files into ``out_dir`` (frames as ``fmt``); returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    frames = write_frames(out.frames, out_dir, fmt)
+    for stale in FrameFormat:  # a run folder holds one format: a rerun's old frames go
+        if stale is not fmt:
+            for path in frames:
+                path.with_suffix(f".{stale.value}").unlink(missing_ok=True)
     paths = {
-        "requests": out_dir / "requests.parquet",
-        "steps": out_dir / "steps.parquet",
-        "itl": out_dir / "itl.parquet",
         "summary": out_dir / "summary.json",
         "config": out_dir / "config.resolved.yaml",
     }
-    out.frames.requests.to_parquet(paths["requests"], index=False)
-    out.frames.steps.to_parquet(paths["steps"], index=False)
-    out.frames.itl.to_parquet(paths["itl"], index=False)
     sizing = {
         "kv_num_blocks": out.sizing.num_blocks,
         "kv_block_bytes": out.sizing.block_bytes,
@@ -201,4 +219,4 @@ def write_run(out: RunOutput, out_dir: Path) -> list[Path]:
     }
     paths["summary"].write_text(json.dumps({**out.summary, **sizing}, indent=2) + "\n")
     paths["config"].write_text(dump_resolved(out.config))
-    return list(paths.values())
+    return [*frames, *paths.values()]

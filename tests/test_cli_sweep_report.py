@@ -8,7 +8,7 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from simkv.cli import app
-from tests.test_cli_run import TINY
+from tests.conftest import TINY
 
 runner = CliRunner()
 

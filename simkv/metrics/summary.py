@@ -1,6 +1,13 @@
 """Summary statistics of one run, named as vLLM's serving benchmark names them.
 
 Latency percentiles use numpy's default (linear) interpolation, as vLLM's benchmark does.
+Each latency gets ``mean_``, ``median_``, ``std_`` (population, as numpy's default) and
+``p{q}_`` for q in :data:`DEFAULT_PERCENTILES` plus any requested (``p99.9_ttft_ms``: vLLM's
+``p_word``, an integer without decimals). ``total_input_tokens`` / ``total_output_tokens`` count
+the finished requests' prompt and generated tokens. ``max_output_tokens_per_s`` is the most output
+tokens that came out in one 1-second window from the first arrival (decode tokens at their step's
+end, first tokens at ``first_token_s``), as vLLM's benchmark bins them; ``max_concurrent_requests``
+is the most requests in the system (arrival to leaving) at any instant.
 ``duration_s`` runs from the first arrival to the last completion. TPOT of a request is
 ``(e2el - ttft) / (output_tokens - 1)`` for requests with more than one output token (per
 sequence for multi-sequence requests). ITL
@@ -19,7 +26,7 @@ import pandas as pd
 from simkv.config.sim import GIB, SLOConfig
 from simkv.metrics.recorder import RunFrames
 
-PERCENTILES = (("mean", None), ("median", 50.0), ("p90", 90.0), ("p99", 99.0))
+DEFAULT_PERCENTILES: tuple[float, ...] = (90.0, 99.0)  # always present: reports read p90/p99
 WASTE_COLUMNS = (
     "token_slots", "reserved_slots", "internal_frag_slots", "external_frag_slots", "free_slots",
 )  # fmt: skip
@@ -40,30 +47,76 @@ def weighted_percentiles(values: np.ndarray, counts: np.ndarray, qs: list[float]
     return out
 
 
-def latency_stats(name: str, values_ms: np.ndarray, out: dict[str, float | None]) -> None:
-    """``mean_/median_/p90_/p99_{name}_ms`` of ``values_ms`` into ``out`` (None when empty)."""
-    for label, q in PERCENTILES:
+def percentile_label(q: float) -> str:
+    """vLLM's name of percentile ``q``: ``p99`` for 99.0, ``p99.9`` for 99.9."""
+    return f"p{int(q)}" if int(q) == q else f"p{q:g}"
+
+
+def stat_labels(percentiles: tuple[float, ...]) -> list[tuple[str, float | None]]:
+    """``(label, q)`` of each statistic: mean, median, std (q None), then the percentiles."""
+    qs = sorted(set(DEFAULT_PERCENTILES) | set(percentiles))
+    return [("mean", None), ("median", 50.0), ("std", None)] + [
+        (percentile_label(q), q) for q in qs
+    ]
+
+
+def latency_stats(
+    name: str,
+    values_ms: np.ndarray,
+    out: dict[str, float | None],
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+) -> None:
+    """Every statistic of :func:`stat_labels` as ``{label}_{name}_ms`` (None when empty)."""
+    for label, q in stat_labels(percentiles):
         key = f"{label}_{name}_ms"
         if len(values_ms) == 0:
             out[key] = None
+        elif q is not None:
+            out[key] = float(np.percentile(values_ms, q))
         else:
-            out[key] = float(np.mean(values_ms) if q is None else np.percentile(values_ms, q))
+            out[key] = float(np.mean(values_ms) if label == "mean" else np.std(values_ms))
 
 
-def _itl_stats(itl: pd.DataFrame, out: dict[str, float | None]) -> None:
+def _itl_stats(
+    itl: pd.DataFrame, out: dict[str, float | None], percentiles: tuple[float, ...]
+) -> None:
     values = itl["itl_s"].to_numpy() * 1e3
     counts = itl["count"].to_numpy()
     total = counts.sum()
-    qs = [q for _, q in PERCENTILES if q is not None]
+    labels = stat_labels(percentiles)
+    qs = [q for _, q in labels if q is not None]
     at = dict(zip(qs, weighted_percentiles(values, counts, qs), strict=True)) if total else {}
-    for label, q in PERCENTILES:
+    mean = float(np.sum(values * counts) / total) if total else 0.0
+    for label, q in labels:
         key = f"{label}_itl_ms"
         if total == 0:
             out[key] = None
-        elif q is None:
-            out[key] = float(np.sum(values * counts) / total)
-        else:
+        elif q is not None:
             out[key] = at[q]
+        elif label == "mean":
+            out[key] = mean
+        else:
+            out[key] = float(np.sqrt(np.sum(counts * (values - mean) ** 2) / total))
+
+
+def _peaks(req: pd.DataFrame, steps: pd.DataFrame, out: dict[str, float | None]) -> None:
+    """``max_output_tokens_per_s`` (1-second windows) and ``max_concurrent_requests``."""
+    if len(req) == 0:
+        out["max_output_tokens_per_s"] = out["max_concurrent_requests"] = 0
+        return
+    start = float(req["arrival_s"].min())
+    firsts = req[req["first_token_s"].notna()]  # each sequence's first token
+    ends = (steps["time_s"] + steps["duration_s"]).to_numpy()
+    times = np.concatenate([ends, firsts["first_token_s"].to_numpy()]) - start
+    weights = np.concatenate([steps["decode_tokens"], firsts["num_seqs"]]).astype(np.float64)
+    bins = np.maximum(np.floor(times).astype(np.int64), 0)
+    per_s = np.bincount(bins, weights=weights)
+    out["max_output_tokens_per_s"] = float(np.max(per_s, initial=0.0))
+    left = req["finish_s"].notna()
+    at = np.concatenate([req["arrival_s"].to_numpy(), req.loc[left, "finish_s"].to_numpy()])
+    delta = np.concatenate([np.ones(len(req)), -np.ones(int(left.sum()))])
+    order = np.lexsort((delta, at))  # at equal times, departures first
+    out["max_concurrent_requests"] = int(np.max(np.cumsum(delta[order]), initial=0))
 
 
 def _good(done: pd.DataFrame, ttft_ms: pd.Series, tpot_ms: pd.Series, slo: SLOConfig) -> int:
@@ -90,25 +143,39 @@ def _memory_stats(steps: pd.DataFrame, total_blocks: int, out: dict[str, float |
         out[f"mean_{name.removesuffix('_slots')}_frac"] = float(frac)
 
 
-def summarize(frames: RunFrames, slo: SLOConfig, total_blocks: int) -> dict[str, float | None]:
-    """The run's summary: counts, throughput, goodput, latency percentiles, KV figures."""
-    req, steps = frames.requests, frames.steps
-    done = req[req["status"] == "finished"]
-    out: dict[str, float | None] = {
+def _counts(req: pd.DataFrame, done: pd.DataFrame) -> dict[str, float | None]:
+    """Request counts, ``duration_s`` and the finished requests' token totals."""
+    duration = float(done["finish_s"].max() - req["arrival_s"].min()) if len(done) else 0.0
+    return {
         "num_requests": len(req),
         "completed": len(done),
         "rejected": int((req["status"] == "rejected").sum()),
         "aborted": int((req["status"] == "aborted").sum()),
         "truncated": int(done["truncated"].sum()),
+        "duration_s": duration,
+        "total_input_tokens": int(done["prompt_tokens"].sum()),
+        "total_output_tokens": int(done["generated_tokens"].sum()),
     }
-    duration = float(done["finish_s"].max() - req["arrival_s"].min()) if len(done) else 0.0
-    out["duration_s"] = duration
+
+
+def summarize(
+    frames: RunFrames,
+    slo: SLOConfig,
+    total_blocks: int,
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+) -> dict[str, float | None]:
+    """The run's summary: counts, throughput, goodput, latency statistics, KV figures.
+
+    ``percentiles`` (0–100) are added to :data:`DEFAULT_PERCENTILES` for every latency."""
+    req, steps = frames.requests, frames.steps
+    done = req[req["status"] == "finished"]
+    out = _counts(req, done)
+    duration = out["duration_s"] or 0.0
     rate = 1.0 / duration if duration > 0 else 0.0
     ttft_ms = (done["first_token_s"] - done["arrival_s"]) * 1e3
     per_seq = done["generated_tokens"] / done["num_seqs"]  # a sequence's own output tokens
-    multi = per_seq > 1
     tpot_ms = (done["finish_s"] - done["first_token_s"]) * 1e3 / (per_seq - 1)
-    tpot_ms = tpot_ms.where(multi)
+    tpot_ms = tpot_ms.where(per_seq > 1)
     out["request_throughput"] = len(done) * rate
     out["output_throughput"] = float(done["generated_tokens"].sum()) * rate
     out["total_token_throughput"] = (
@@ -116,10 +183,12 @@ def summarize(frames: RunFrames, slo: SLOConfig, total_blocks: int) -> dict[str,
     )
     has_slo = any(v is not None for v in (slo.ttft_ms, slo.tpot_ms, slo.e2el_ms))
     out["request_goodput"] = _good(done, ttft_ms, tpot_ms, slo) * rate if has_slo else None
-    latency_stats("ttft", ttft_ms.to_numpy(), out)
-    latency_stats("tpot", tpot_ms.dropna().to_numpy(), out)
-    _itl_stats(frames.itl, out)
-    latency_stats("e2el", ((done["finish_s"] - done["arrival_s"]) * 1e3).to_numpy(), out)
+    _peaks(req, steps, out)
+    latency_stats("ttft", ttft_ms.to_numpy(), out, percentiles)
+    latency_stats("tpot", tpot_ms.dropna().to_numpy(), out, percentiles)
+    _itl_stats(frames.itl, out, percentiles)
+    e2el_ms = ((done["finish_s"] - done["arrival_s"]) * 1e3).to_numpy()
+    latency_stats("e2el", e2el_ms, out, percentiles)
     queue_ms = ((done["first_scheduled_s"] - done["arrival_s"]) * 1e3).to_numpy()
     out["mean_queue_ms"] = float(queue_ms.mean()) if len(queue_ms) else None
     out["num_steps"] = len(steps)

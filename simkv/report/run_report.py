@@ -23,13 +23,13 @@ from markupsafe import Markup
 from matplotlib.figure import Figure
 
 from simkv.errors import InputError
+from simkv.metrics.files import missing_frames, read_frames
 from simkv.metrics.recorder import RunFrames
 from simkv.report import figures as fg
 from simkv.report.cache_figures import prefix_cache_figure
 
 REPORT_FILE = "report.html"
-_RUN_FILES = ("requests.parquet", "steps.parquet", "itl.parquet", "summary.json",
-              "config.resolved.yaml")  # fmt: skip
+_RUN_FILES = ("summary.json", "config.resolved.yaml")  # and the frames, Parquet or CSV
 _CDF_CAPTION = (
     "Empirical CDFs of TTFT, TPOT and E2EL over finished requests (TPOT: those with more than "
     "one output token) and of ITL over every inter-token gap."
@@ -73,7 +73,8 @@ class FigureBlock:
 
 def load_run(run_dir: Path) -> RunFolder:
     """Read a run folder; :class:`InputError` if a file is missing or unreadable."""
-    missing = [name for name in _RUN_FILES if not (run_dir / name).is_file()]
+    missing = missing_frames(run_dir)
+    missing += [name for name in _RUN_FILES if not (run_dir / name).is_file()]
     if missing:
         raise InputError(f"not a simkv run folder: missing {', '.join(missing)}", file=run_dir)
     config_text = (run_dir / "config.resolved.yaml").read_text()
@@ -82,8 +83,7 @@ def load_run(run_dir: Path) -> RunFolder:
         summary = json.loads((run_dir / "summary.json").read_text())
     except (yaml.YAMLError, json.JSONDecodeError) as err:
         raise InputError(f"unreadable run file: {err}", file=run_dir) from None
-    tables = (pd.read_parquet(run_dir / f"{t}.parquet") for t in ("requests", "steps", "itl"))
-    frames = RunFrames(*tables)
+    frames = read_frames(run_dir)
     config = config if isinstance(config, dict) else {}
     return RunFolder(run_dir, config_text, config, summary, frames)
 

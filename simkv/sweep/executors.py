@@ -66,7 +66,7 @@ def import_ray() -> ModuleType:
         import ray
     except ImportError:
         raise InputError(
-            "the ray executor needs ray: pip install 'simkv[ray]'", field="--executor"
+            "the ray executor needs ray: pip install -e '.[ray]'", field="--executor"
         ) from None
     return ray
 

@@ -46,4 +46,4 @@ def test_ray_missing_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` raise ImportError
     with pytest.raises(InputError) as err:
         make_executor("ray", jobs=2)
-    assert str(err.value) == "--executor: the ray executor needs ray: pip install 'simkv[ray]'"
+    assert str(err.value) == "--executor: the ray executor needs ray: pip install -e '.[ray]'"

@@ -145,7 +145,7 @@ def test_ray_writes_the_same_sweep_parquet_as_serial(tmp_path: Path) -> None:
     if importlib.util.find_spec("ray") is None:
         if os.environ.get("SIMKV_REQUIRE_RAY") == "1":
             pytest.fail("SIMKV_REQUIRE_RAY=1 but ray is not installed")
-        pytest.skip("ray is not installed (pip install 'simkv[ray]'); SIMKV_REQUIRE_RAY=1 fails")
+        pytest.skip("ray is not installed (pip install -e '.[ray]'); SIMKV_REQUIRE_RAY=1 fails")
     sweep = write_sweep(tmp_path, "  kv_cache.num_blocks: [4, 20000]\n", limit=40)
     run_sweep(sweep, tmp_path / "serial")
     result = run_sweep(sweep, tmp_path / "ray", executor="ray", jobs=2)

@@ -1,0 +1,128 @@
+"""A run's timeline as a Chrome / Perfetto trace (the Trace Event Format, JSON object form).
+
+Open ``trace.json`` in https://ui.perfetto.dev or ``chrome://tracing``. Times are simulated
+microseconds from 0 (``ts``, ``dur``). Two processes:
+
+* ``engine`` (pid 1): one complete event (``ph: X``) per engine step on the ``steps`` track,
+  with its prefill / decode tokens and batch size, and counters (``ph: C``) of running and
+  waiting requests and KV blocks used.
+* ``requests`` (pid 2): one track per request (``req <id>``) with its spans ``queued``
+  (arrival → first scheduled), ``prefill`` (→ first token) and ``decode`` (→ finish);
+  rejected requests have a zero-length ``rejected`` span.
+
+Bounded for big runs: at most :data:`MAX_STEP_EVENTS` step events — beyond, consecutive steps
+are merged into windows of equal step count (tokens summed, the batch size and counters of the
+window's last step) — and the :data:`MAX_REQUEST_TRACKS` earliest-arriving requests; the
+metadata (``otherData``) says how many steps each event covers and how many requests are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simkv.metrics.files import read_frames
+from simkv.metrics.recorder import RunFrames
+
+TRACE_FILE = "trace.json"
+MAX_STEP_EVENTS = 20_000
+MAX_REQUEST_TRACKS = 2_000
+_ENGINE, _REQUESTS = 1, 2
+_US = 1e6  # trace times are microseconds
+_SUMMED = ("prefill_tokens", "decode_tokens")  # a window's tokens: its steps' sum
+_LAST = ("batch_size", "num_running", "num_waiting", "blocks_used")  # its last step's state
+
+
+def _meta(pid: int, tid: int | None, name: str) -> dict[str, Any]:
+    kind = "process_name" if tid is None else "thread_name"
+    event: dict[str, Any] = {"ph": "M", "pid": pid, "name": kind, "args": {"name": name}}
+    if tid is not None:
+        event["tid"] = tid
+    return event
+
+
+def _windows(steps: pd.DataFrame, limit: int) -> tuple[pd.DataFrame, int]:
+    """Steps merged ``k`` at a time (k = 1 while there are at most ``limit``); returns (rows, k)."""
+    k = max(1, math.ceil(len(steps) / limit))
+    if k == 1:
+        return steps, 1
+    starts = np.arange(0, len(steps), k)
+    ends = np.minimum(starts + k, len(steps)) - 1
+    time_s = steps["time_s"].to_numpy()
+    stop_s = time_s + steps["duration_s"].to_numpy()
+    summed = {c: np.add.reduceat(steps[c].to_numpy(), starts) for c in _SUMMED}
+    last = {c: steps[c].to_numpy()[ends] for c in _LAST}
+    merged = pd.DataFrame(
+        {"time_s": time_s[starts], "duration_s": stop_s[ends] - time_s[starts], **summed, **last}
+    )
+    return merged, k
+
+
+def step_events(steps: pd.DataFrame, limit: int = MAX_STEP_EVENTS) -> tuple[list[dict], int]:
+    """Complete events of the engine's steps and its counters; returns (events, steps per event)."""
+    rows, k = _windows(steps, limit)
+    events: list[dict[str, Any]] = [_meta(_ENGINE, None, "engine"), _meta(_ENGINE, 1, "steps")]
+    name = "step" if k == 1 else f"{k} steps"
+    for r in rows.itertuples(index=False):
+        ts = r.time_s * _US
+        args = {"prefill_tokens": int(r.prefill_tokens), "decode_tokens": int(r.decode_tokens),
+                "batch_size": int(r.batch_size)}  # fmt: skip
+        events.append({"ph": "X", "pid": _ENGINE, "tid": 1, "name": name, "ts": ts,
+                       "dur": r.duration_s * _US, "args": args})  # fmt: skip
+        events.append(
+            {
+                "ph": "C",
+                "pid": _ENGINE,
+                "name": "requests",
+                "ts": ts,
+                "args": {"running": int(r.num_running), "waiting": int(r.num_waiting)},
+            }
+        )
+        events.append({"ph": "C", "pid": _ENGINE, "name": "kv_blocks_used", "ts": ts,
+                       "args": {"blocks": int(r.blocks_used)}})  # fmt: skip
+    return events, k
+
+
+def _span(tid: int, name: str, start_s: float, end_s: float) -> dict[str, Any]:
+    return {"ph": "X", "pid": _REQUESTS, "tid": tid, "name": name, "ts": start_s * _US,
+            "dur": max(end_s - start_s, 0.0) * _US}  # fmt: skip
+
+
+def request_events(requests: pd.DataFrame, limit: int = MAX_REQUEST_TRACKS) -> list[dict]:
+    """A track per request (the ``limit`` earliest arrivals): queued, prefill, decode spans."""
+    first = requests.sort_values("arrival_s", kind="stable").head(limit)
+    events: list[dict[str, Any]] = [_meta(_REQUESTS, None, "requests")]
+    for r in first.itertuples(index=False):
+        tid = int(r.req_id) + 1  # tid 0 is taken by some viewers
+        events.append(_meta(_REQUESTS, tid, f"req {int(r.req_id)}"))
+        if pd.isna(r.first_scheduled_s):
+            events.append(_span(tid, str(r.status), r.arrival_s, r.arrival_s))
+            continue
+        events.append(_span(tid, "queued", r.arrival_s, r.first_scheduled_s))
+        if pd.notna(r.first_token_s):
+            events.append(_span(tid, "prefill", r.first_scheduled_s, r.first_token_s))
+            if pd.notna(r.finish_s):
+                events.append(_span(tid, "decode", r.first_token_s, r.finish_s))
+    return events
+
+
+def trace_document(frames: RunFrames) -> dict[str, Any]:
+    """The whole trace (a JSON object: ``traceEvents``, ``displayTimeUnit``, ``otherData``)."""
+    steps, per_event = step_events(frames.steps)
+    requests = request_events(frames.requests)
+    other = {"steps_per_event": per_event,
+             "requests_left_out": max(0, len(frames.requests) - MAX_REQUEST_TRACKS)}  # fmt: skip
+    return {"traceEvents": steps + requests, "displayTimeUnit": "ms", "otherData": other}
+
+
+def write_trace(run_dir: Path, frames: RunFrames | None = None) -> Path:
+    """Write ``run_dir/trace.json`` from ``frames`` (default: the folder's); returns its path."""
+    path = run_dir / TRACE_FILE
+    doc = trace_document(frames if frames is not None else read_frames(run_dir))
+    path.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
+    return path

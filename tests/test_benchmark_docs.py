@@ -1,0 +1,90 @@
+"""Benchmarks print; only ``--write-docs`` rewrites the tracked docs. The demo needs no extras."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def _load(name: str) -> ModuleType:
+    """benchmarks/<name>.py as a module, its folder on the path as when it runs as a script."""
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.append(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        f"simkv_{name}_docs", ROOT / "benchmarks" / f"{name}.py"
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_speed_writes_docs_only_when_asked(
+    write: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    speed = _load("speed")
+    monkeypatch.setattr(speed, "run_cases", lambda names: {})
+    monkeypatch.setattr(speed, "render", lambda outcomes, run: "PERFORMANCE\n")
+    out = tmp_path / "performance.md"
+    argv = ["speed.py", "--quick", "--out", str(out), *(["--write-docs"] if write else [])]
+    monkeypatch.setattr(sys, "argv", argv)
+    speed.main()
+    assert "PERFORMANCE" in capsys.readouterr().out
+    assert out.exists() is write
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_fidelity_writes_docs_only_when_asked_and_keeps_sim_vs_real(
+    write: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fidelity = _load("fidelity")
+    monkeypatch.setattr(fidelity, "all_cases", lambda: [])
+    monkeypatch.setattr(fidelity, "run_all", lambda cases, workers: {})
+    monkeypatch.setattr(fidelity, "render", lambda results, command, wall_s: "FIDELITY\n")
+    out = tmp_path / "fidelity.md"
+    doc_blocks = _load("doc_blocks")
+    out.write_text(doc_blocks.with_block("OLD\n", doc_blocks.SIM_VS_REAL, "REAL NUMBERS\n"))
+    before = out.read_text()
+    argv = ["fidelity.py", "--out", str(out), *(["--write-docs"] if write else [])]
+    monkeypatch.setattr(sys, "argv", argv)
+    fidelity.main()
+    text = out.read_text()
+    if write:
+        assert text.startswith("FIDELITY") and "OLD" not in text
+        assert doc_blocks.block_of(text, doc_blocks.SIM_VS_REAL) == doc_blocks.block_of(
+            before, doc_blocks.SIM_VS_REAL
+        )
+        assert "REAL NUMBERS" in text
+    else:
+        assert text == before
+
+
+def test_demo_installs_no_extras_and_test_installs_test_extras(tmp_path: Path) -> None:
+    def commands(target: str) -> str:
+        venv = tmp_path / f"venv-{target}"  # a fresh venv: make plans the whole install
+        plan = subprocess.run(
+            ["make", "-n", "-C", str(ROOT), target, f"VENV={venv}"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return plan.stdout
+
+    demo = commands("demo")
+    assert "pip install --quiet -e ." in demo and "[" not in demo.replace("[ -", "")
+    assert "pip install --quiet -e '.[test]'" in commands("test")
+
+
+def test_license_is_an_spdx_string() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+    assert "license-files" in project
