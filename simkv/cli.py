@@ -122,7 +122,8 @@ def run(
     ] = False,
 ) -> None:
     """Simulate one config; write frames, summary, resolved config and report.html."""
-    from simkv.config.sim import load_config
+    from simkv.config.sim import load_config, locate_error
+    from simkv.engine.engine import SimulationStalled
     from simkv.runner import simulate, write_run
 
     try:
@@ -130,7 +131,10 @@ def run(
         with stderr_progress(f"simulating {cfg.name}") as progress:
             result = simulate(cfg, config.parent, progress=progress, check_invariants=check)
     except InputError as err:
-        raise _fail(err) from None
+        raise _fail(locate_error(err, config, set_ or [])) from None
+    except SimulationStalled as err:  # a run-time failure, not bad input: exit 1
+        typer.echo(f"error: {config}: {err}", err=True)
+        raise typer.Exit(code=1) from None
     from simkv.report.run_report import write_run_report
 
     out_dir = out or Path("reports") / cfg.name
