@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo waste test bench install clean
+.PHONY: demo waste test fuzz bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ bench: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check simkv tests benchmarks
 	$(BIN)/pytest
+
+fuzz: $(STAMP)
+	$(BIN)/pytest -m fuzz
 
 clean:
 	rm -rf $(VENV) reports/*/
