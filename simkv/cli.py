@@ -123,7 +123,7 @@ def run(
 ) -> None:
     """Simulate one config; write frames, summary, resolved config and report.html."""
     from simkv.config.sim import load_config, locate_error
-    from simkv.engine.engine import SimulationStalled
+    from simkv.engine.progress import SimulationStalled
     from simkv.runner import simulate, write_run
 
     try:

@@ -29,6 +29,7 @@ from simkv.engine.cohort import DecodeCohort
 from simkv.engine.cost_model import CostModel
 from simkv.engine.intake import EngineLimits, Intake
 from simkv.engine.plan import StepPlan
+from simkv.engine.progress import ProgressGuard, stalled
 from simkv.engine.scheduler import Scheduler
 from simkv.engine.sequence import Seq, Status
 from simkv.engine.sessions import Sessions
@@ -53,19 +54,6 @@ class Environment(simpy.Environment):
         event._value = None
         heappush(self._queue, (when, simpy.core.NORMAL, next(self._eid), event))
         return event
-
-
-# preemptions in a row with no request finishing and no token sampled: a livelock (a legitimate
-# run samples a token within a few preemptions: the request that preempted decodes or prefills on)
-MAX_PREEMPTIONS_WITHOUT_PROGRESS = 10_000
-
-
-class SimulationStalled(RuntimeError):
-    """The run cannot end: requests remain but nothing can be scheduled (a stall), or requests
-    are preempted again and again while none finishes or samples a token (a livelock).
-
-    ``str(err)`` is one line: the simulated time, the queues, the cause and the setting to change.
-    """
 
 
 class Engine:
@@ -106,8 +94,7 @@ class Engine:
         self._resume = 0  # resumes of the step process so far (arrival_feed's ranks)
         self._inbox: list[tuple[int, float]] = []  # (request, arrival time) not yet admitted
         self._seen_done = 0  # recorded requests whose follow-ups were released
-        self._thrash = 0  # preemptions since a request last finished or sampled a token
-        self._mark = (0, 0)  # (requests done, ITL rows) when the count of preemptions started
+        self._guard = ProgressGuard()
         self._wake: simpy.Event | None = None
 
     def run(self) -> None:
@@ -202,10 +189,10 @@ class Engine:
                 self._release_follow_ups()  # requests rejected at arrival or admission
             if not plan.seqs and not plan.cohort:  # plan.empty
                 if plan.preempted:
-                    self._watch_progress(plan, start)
+                    self._guard.watch(plan, rec, start, sched)
                     continue  # the preemptions freed memory: schedule again at the same time
                 if sched.has_work():
-                    raise self._stalled(start)
+                    raise stalled(start, sched)
                 if rec.num_done == total:
                     return
                 yield from self._idle()
@@ -225,41 +212,13 @@ class Engine:
             if closed_loop:
                 self._release_follow_ups()
             self._record(start, duration, plan)
-            if plan.preempted or self._thrash:
-                self._watch_progress(plan, start)
+            if plan.preempted or self._guard.thrash:
+                self._guard.watch(plan, rec, start, sched)
             if checking:
                 sched.check()
                 sched.breakdown()  # every waste category >= 0
             if self.progress is not None and rec.num_steps % 512 == 0:
                 self.progress(rec.num_done, total)
-
-    def _watch_progress(self, plan: StepPlan, start: float) -> None:
-        """Count preemptions since a request last finished or sampled a token (decodes in the
-        step, a finish, a new ITL row); raise :class:`SimulationStalled` past the limit."""
-        rec = self.recorder
-        mark = (rec.num_done, rec.num_itl_rows)
-        if plan.decode_tokens or plan.cohort or mark != self._mark:
-            self._thrash, self._mark = 0, mark
-        self._thrash += plan.preempted
-        if self._thrash > MAX_PREEMPTIONS_WITHOUT_PROGRESS:
-            waiting, running, swapped = self.scheduler.queue_lengths()
-            raise SimulationStalled(
-                f"livelock at t={start:.6f} s: {self._thrash} preemptions in a row and no "
-                f"request finished or sampled a token ({waiting} waiting, {running} running, "
-                f"{swapped} swapped); give the KV cache more blocks (kv_cache.num_blocks or "
-                "kv_cache.capacity_gib) or use preemption.victim: newest"
-            )
-
-    def _stalled(self, start: float) -> SimulationStalled:
-        """The error for a step in which nothing can be scheduled while requests remain."""
-        waiting, running, swapped = self.scheduler.queue_lengths()
-        return SimulationStalled(
-            f"stalled at t={start:.6f} s: {waiting} waiting, {running} running, {swapped} "
-            "swapped, and no request can be scheduled; likely the waiting head (its prompt, plus "
-            "its output so far after a preemption) exceeds what one step may schedule whole: "
-            "raise scheduler.max_num_batched_tokens (or long_prefill_token_threshold) or "
-            "enable chunked prefill"
-        )
 
     def _idle(self) -> Generator[simpy.Event, None, None]:
         """Nothing to run: wait for the next arrival batch (exactly when it fires) or, with

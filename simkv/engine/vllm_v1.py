@@ -179,7 +179,7 @@ class VllmV1Scheduler(SchedulerBase):
     def _still_held(self, seq: Seq) -> bool:
         """Whether the waiting head ``seq`` must stay out (a what-if victim, :meth:`_hold`)."""
         held = self._held
-        if not held or seq not in held:
+        if held is None or seq not in held:
             return False
         if held[seq].status is Status.RUNNING:
             return True
@@ -203,6 +203,7 @@ class VllmV1Scheduler(SchedulerBase):
 
     def _schedule_waiting(self, plan: StepPlan, budget: int, now: float) -> None:
         waiting, running, kv, blocked = self.waiting, self.running, self.kv, self._blocked
+        held = self._held  # (None or empty: nothing held, the usual case)
         cfg, gpu, bs = self.cfg, self.kv.gpu, self.kv.block_size
         max_seqs, chunked = cfg.max_num_seqs, cfg.enable_chunked_prefill
         reserve_full = cfg.reserve_full_prompt
@@ -213,7 +214,7 @@ class VllmV1Scheduler(SchedulerBase):
                 and gpu.free_blocks < blocked[2]
             ):  # fmt: skip
                 break  # the same allocation as last time, with no more blocks free
-            if self._still_held(seq):
+            if held and self._still_held(seq):
                 break
             hits = kv.cached_prefix(seq)
             remaining = seq.num_tokens - len(hits) * bs

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from simkv.cli import app
 from simkv.config.sim import SimConfig
-from simkv.engine.engine import SimulationStalled
+from simkv.engine.progress import SimulationStalled
 from simkv.runner import build_engine
 
 runner = CliRunner()

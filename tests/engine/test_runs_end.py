@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from simkv.config.sim import SimConfig
-from simkv.engine.engine import SimulationStalled
+from simkv.engine.progress import SimulationStalled
 from simkv.errors import InputError
 from simkv.runner import build_engine
 
