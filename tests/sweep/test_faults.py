@@ -126,3 +126,16 @@ def test_workers_die_with_the_sweep_parent(tmp_path: Path) -> None:
         time.sleep(0.1)
     assert not any(_alive(w) for w in workers)
     assert json.loads((tmp_path / "out" / "sweep.json").read_text())["name"] == "faults"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_the_workers_and_prints_the_resume_command(tmp_path: Path) -> None:
+    sweep = _start(tmp_path)
+    workers = _workers(sweep.pid)
+    sweep.send_signal(signal.SIGINT)
+    _, stderr = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130
+    text = stderr.decode()
+    assert "Traceback" not in text
+    assert "interrupted" in text and "--resume" in text
+    assert not any(_alive(w) for w in workers)
