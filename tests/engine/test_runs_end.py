@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from simkv.config.sim import SimConfig
 from simkv.engine.progress import SimulationStalled
 from simkv.errors import InputError
 from simkv.runner import build_engine
+from tests.engine.test_livelock import LIVELOCKS
 
 SCHEDULERS = st.one_of(
     st.fixed_dictionaries({
@@ -102,6 +103,8 @@ def _check_ends(data: dict[str, Any]) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=configs())
+@example(data=LIVELOCKS[0])  # the configs that livelocked under oldest / longest victims
+@example(data=LIVELOCKS[1])
 def test_every_valid_config_ends_with_the_output_invariants(data: dict[str, Any]) -> None:
     _check_ends(data)
 
