@@ -146,7 +146,7 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         return
 
     def expire(_signum: int, _frame: object) -> None:
-        raise RunTimeout(f"ran longer than {seconds:g} s (--run-timeout)")
+        raise RunTimeout(f"ran longer than {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -139,3 +139,16 @@ def test_ctrl_c_stops_the_workers_and_prints_the_resume_command(tmp_path: Path) 
     assert "Traceback" not in text
     assert "interrupted" in text and "--resume" in text
     assert not any(_alive(w) for w in workers)
+
+
+def test_the_time_limit_from_the_sweep_file_under_the_process_executor(tmp_path: Path) -> None:
+    sweep = _sweep(tmp_path, [10, 19366])
+    sweep.write_text(sweep.read_text() + "run_timeout_s: 1\n")
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["sweep", str(sweep), "--out", str(out), "--executor", "process", "--jobs", "2"]
+    )
+    assert result.exit_code == 1, result.output
+    table = pd.read_parquet(out / "sweep.parquet")
+    assert list(table.status) == ["ok", "failed"]
+    assert table.error[1] == "timeout: ran longer than 1 s"
