@@ -7,7 +7,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 TESTSTAMP = $(VENV)/.installed-test
 
-.PHONY: demo waste test bench install clean
+.PHONY: demo waste test fuzz bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ bench: $(STAMP)
 test: $(TESTSTAMP)
 	$(BIN)/ruff check simkv tests benchmarks
 	$(BIN)/pytest
+
+fuzz: $(STAMP)
+	$(BIN)/pytest -m fuzz
 
 clean:
 	rm -rf $(VENV) reports/*/

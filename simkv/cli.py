@@ -174,7 +174,8 @@ def run(
     ] = False,
 ) -> None:
     """Simulate one config; write frames, summary, resolved config and report.html."""
-    from simkv.config.sim import load_config
+    from simkv.config.sim import load_config, locate_error
+    from simkv.engine.progress import SimulationStalled
     from simkv.runner import simulate, write_run
 
     try:
@@ -184,7 +185,10 @@ def run(
             result = simulate(cfg, config.parent, progress=progress, check_invariants=check,
                               percentiles=qs)  # fmt: skip
     except InputError as err:
-        raise _fail(err) from None
+        raise _fail(locate_error(err, config, set_ or [])) from None
+    except SimulationStalled as err:  # a run-time failure, not bad input: exit 1
+        typer.echo(f"error: {config}: {err}", err=True)
+        raise typer.Exit(code=1) from None
     from simkv.report.run_report import write_run_report
 
     out_dir = out or Path("reports") / cfg.name
@@ -262,6 +266,10 @@ def sweep(
     ray_address: Annotated[
         str | None, typer.Option(help="Join this Ray cluster instead of starting a local one.")
     ] = None,
+    run_timeout: Annotated[
+        float | None,
+        typer.Option(help="Wall-clock limit per run, s; a run past it fails (timeout).", min=0),
+    ] = None,
 ) -> None:
     """Run every point of a sweep; write runs/<id>/, sweep.parquet and report.html."""
     from simkv.report.sweep_report import write_sweep_report
@@ -277,9 +285,18 @@ def sweep(
                 resume=resume,
                 ray_address=ray_address,
                 progress=progress,
+                run_timeout_s=run_timeout or None,
             )
     except InputError as err:
         raise _fail(err) from None
+    except KeyboardInterrupt:
+        typer.echo(
+            "interrupted: the runs in progress were stopped (their folders stay incomplete); "
+            f"finished runs are kept. Continue with: simkv sweep {sweep_file} --resume"
+            + (f" --out {out}" if out is not None else ""),
+            err=True,
+        )
+        raise typer.Exit(code=130) from None
     report = write_sweep_report(result.out_dir)
     typer.echo(
         f"{result.ran} runs ran, {result.skipped} skipped (complete), {result.failed} failed "

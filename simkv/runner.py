@@ -110,6 +110,43 @@ def _check_fits_max_len(cfg: SimConfig, sizing: KVSizing) -> None:
         )
 
 
+def _prompt_limit(cfg: SimConfig) -> tuple[int, str] | None:
+    """(the longest prompt the scheduler can ever admit, the key that sets it), or None when
+    any prompt below ``max_model_len`` can be admitted (vllm_v0 rejects longer ones)."""
+    sched = cfg.scheduler
+    if isinstance(sched, VllmV1Config) and not sched.enable_chunked_prefill:
+        threshold = sched.long_prefill_token_threshold
+        if 0 < threshold < sched.max_num_batched_tokens:
+            return threshold, "scheduler.long_prefill_token_threshold"
+        return sched.max_num_batched_tokens, "scheduler.max_num_batched_tokens"
+    if isinstance(sched, OrcaConfig) and sched.max_num_batched_tokens is not None:
+        return sched.max_num_batched_tokens, "scheduler.max_num_batched_tokens"
+    return None
+
+
+def check_schedulable(cfg: SimConfig, workload: Workload) -> None:
+    """A config that can only stall is an input error found at start-up: a prompt longer than
+    the scheduler can ever admit whole (no chunking) that no prefix-cache hit can shorten (the
+    workload has no shared content or caching is off) would wait forever, and everything
+    behind it. (Stalls that depend on the run, e.g. a recompute grown past the budget, are
+    reported by the engine.)"""
+    limit = _prompt_limit(cfg)
+    caching = (cfg.kv_cache.prefix_caching or "none") != "none"
+    if limit is None or (caching and workload.content is not None):
+        return
+    tokens, key = limit
+    prompts = workload.prompt_tokens
+    admissible = prompts[prompts < cfg.model.max_model_len]  # longer ones are rejected
+    if admissible.size and int(admissible.max()) > tokens:
+        longest = int(admissible.max())
+        raise InputError(
+            f"{tokens} tokens, but a prompt of {longest} tokens can never be scheduled whole "
+            f"and the run would stall; raise {key.split('.')[-1]} to at least {longest}"
+            + (" or enable chunked prefill" if isinstance(cfg.scheduler, VllmV1Config) else ""),
+            field=key,
+        )
+
+
 def build_scheduler(cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> Scheduler:
     """The scheduler named by ``cfg.scheduler.kind`` over its KV memory."""
     sched = cfg.scheduler
@@ -155,6 +192,7 @@ def build_engine(
         workload = build_workload(cfg.workload, np.random.default_rng(cfg.seed), base_dir)
     sizing = kv_sizing(cfg)
     _check_fits_max_len(cfg, sizing)
+    check_schedulable(cfg, workload)
     cost = build_cost_model(
         cfg.cost_model, cfg.model, cfg.gpu, tensor_parallel=cfg.parallel.tensor_parallel,
         block_size=sizing.block_size, base_dir=base_dir,

@@ -246,6 +246,21 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> SimConf
     return validate(SimConfig, doc)
 
 
+def locate_error(err: InputError, path: str | Path, overrides: list[str]) -> InputError:
+    """``err`` placed where its key was written: ``--set key`` when an override set it, else the
+    key's line in the config file (errors found after validation, e.g. at start-up, name only
+    the key)."""
+    if err.file is not None or err.field is None:
+        return err
+    if any(item.split("=", 1)[0].strip() == err.field for item in overrides):
+        return InputError(err.message, field=f"--set {err.field}")
+    try:
+        line = load_yaml(path).line_of(tuple(err.field.split(".")))
+    except InputError:
+        return err
+    return InputError(err.message, file=path, line=line, field=err.field)
+
+
 def dump_resolved(cfg: SimConfig) -> str:
     """The fully resolved config (every default and preset value) as YAML."""
     data = cfg.model_dump(mode="json")

@@ -29,6 +29,7 @@ from simkv.engine.cohort import DecodeCohort
 from simkv.engine.cost_model import CostModel
 from simkv.engine.intake import EngineLimits, Intake
 from simkv.engine.plan import StepPlan
+from simkv.engine.progress import ProgressGuard, stalled
 from simkv.engine.scheduler import Scheduler
 from simkv.engine.sequence import Seq, Status
 from simkv.engine.sessions import Sessions
@@ -53,10 +54,6 @@ class Environment(simpy.Environment):
         event._value = None
         heappush(self._queue, (when, simpy.core.NORMAL, next(self._eid), event))
         return event
-
-
-class SimulationStalled(RuntimeError):
-    """Requests remain but the scheduler can schedule nothing and nothing runs."""
 
 
 class Engine:
@@ -97,6 +94,7 @@ class Engine:
         self._resume = 0  # resumes of the step process so far (arrival_feed's ranks)
         self._inbox: list[tuple[int, float]] = []  # (request, arrival time) not yet admitted
         self._seen_done = 0  # recorded requests whose follow-ups were released
+        self._guard = ProgressGuard()
         self._wake: simpy.Event | None = None
 
     def run(self) -> None:
@@ -191,9 +189,10 @@ class Engine:
                 self._release_follow_ups()  # requests rejected at arrival or admission
             if not plan.seqs and not plan.cohort:  # plan.empty
                 if plan.preempted:
+                    self._guard.watch(plan, rec, start, sched)
                     continue  # the preemptions freed memory: schedule again at the same time
                 if sched.has_work():
-                    raise SimulationStalled(f"at t={start:.6f}s: {sched.queue_lengths()}")
+                    raise stalled(start, sched)
                 if rec.num_done == total:
                     return
                 yield from self._idle()
@@ -213,6 +212,8 @@ class Engine:
             if closed_loop:
                 self._release_follow_ups()
             self._record(start, duration, plan)
+            if plan.preempted or self._guard.thrash:
+                self._guard.watch(plan, rec, start, sched)
             if checking:
                 sched.check()
                 sched.breakdown()  # every waste category >= 0

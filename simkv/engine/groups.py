@@ -37,7 +37,7 @@ class ForkGroup:
     all of the request's ``num_computed`` length whenever a step is not in flight.
     """
 
-    __slots__ = ("beam", "fork_after", "n", "tables", "usage")
+    __slots__ = ("beam", "fork_after", "n", "shared", "tables", "usage")
 
     def __init__(self, n: int, fork_after: int, beam: bool) -> None:
         if n < 2 or fork_after < 0 or (beam and fork_after):
@@ -47,6 +47,7 @@ class ForkGroup:
         self.beam = beam
         self.tables: list[SequenceTable] = []
         self.usage = (0, 0)  # (distinct blocks, blocks if unshared) as of the last change
+        self.shared = 0  # leading blocks common to all tables at the last change (a hint)
 
     @property
     def forked(self) -> bool:
@@ -71,21 +72,61 @@ def tables_of(seq: Seq) -> list[SequenceTable]:
     return [seq.table]
 
 
+def shared_prefix_blocks(tables: list[SequenceTable], hint: int = 0) -> int:
+    """How many leading block ids every table has in common (the forked prompt, mostly).
+
+    ``hint`` (a previous answer for the same group) is checked with one list-slice comparison
+    per table (in C) and extended block by block over the tails; when it no longer holds, the
+    answer is bisected with slice comparisons. Either way the exact common prefix, without a
+    Python loop over a long prompt's blocks."""
+    first, others = tables[0].block_ids, tables[1:]
+    top = min(len(table.block_ids) for table in tables)
+    lo = min(hint, top)
+    head = first[:lo]
+    if not all(table.block_ids[:lo] == head for table in others):
+        lo, hi = 0, lo - 1  # the common prefix is now shorter than the hint
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            head = first[:mid]
+            if all(table.block_ids[:mid] == head for table in others):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+    while lo < top and all(table.block_ids[lo] == first[lo] for table in others):
+        lo += 1
+    return lo
+
+
 def group_sums(
-    tables: list[SequenceTable], num_computed: int, final_kv_tokens: int, block_size: int
-) -> tuple[int, int, int]:
-    """``(written, internal, dup)`` token/slot counts of one request's tables (module doc)."""
+    tables: list[SequenceTable], num_computed: int, final_kv_tokens: int, block_size: int,
+    shared: int | None = None,
+) -> tuple[int, int, int]:  # fmt: skip
+    """``(written, internal, dup)`` token/slot counts of one request's tables (module doc).
+
+    A block sits at the same index in every table that holds it (sharing is positional: forks
+    and copy-on-write), so the ``shared`` leading blocks common to all tables are counted in
+    closed form and only the tables' tails are walked; this keeps a step of a beam group with a
+    long prompt O(tail) instead of O(prompt) (the sums are identical to a walk over all ids).
+    ``shared``: :func:`shared_prefix_blocks` of ``tables`` if known.
+    """
+    if shared is None:
+        shared = shared_prefix_blocks(tables)
+    n = len(tables)
+    dup = (n - 1) * min(num_computed, shared * block_size)  # each shared block's tokens, n - 1x
     refs: Counter[int] = Counter()
     first_index: dict[int, int] = {}
     trailing: set[int] = set()
     for table in tables:
         ids = table.block_ids
-        refs.update(ids)
-        for j, block in enumerate(ids):
+        tail = ids[shared:]
+        refs.update(tail)
+        for j, block in enumerate(tail, shared):
             first_index.setdefault(block, j)
         if ids:
             trailing.add(ids[-1])
-    dup = 0
+    if shared:
+        first_index[tables[0].block_ids[shared - 1]] = shared - 1  # a trailing shared block
     for block, count in refs.items():
         if count > 1:
             filled = min(block_size, max(0, num_computed - first_index[block] * block_size))
@@ -93,7 +134,7 @@ def group_sums(
     internal = 0
     for block in trailing:
         internal += max(0, (first_index[block] + 1) * block_size - final_kv_tokens)
-    return len(tables) * num_computed, internal, dup
+    return n * num_computed, internal, dup
 
 
 def _account(kv: PagedKV, seq: Seq, sign: int) -> None:
@@ -101,16 +142,19 @@ def _account(kv: PagedKV, seq: Seq, sign: int) -> None:
 
     Called around every change of a group's blocks, so it also refreshes ``group.usage``.
     """
-    tables = tables_of(seq)
+    tables, group = tables_of(seq), seq.group
+    shared = None
+    if group is not None and group.tables:
+        shared = group.shared = shared_prefix_blocks(tables, group.shared)
     written, internal, dup = group_sums(
-        tables, seq.num_computed, seq.final_kv_tokens, kv.block_size
+        tables, seq.num_computed, seq.final_kv_tokens, kv.block_size, shared
     )
     kv.written_tokens += sign * written
     kv.internal_slots += sign * internal
     kv.fork_dup_tokens += sign * dup
     if seq.group is not None and sign > 0:
-        distinct = len({block for table in tables for block in table.block_ids})
-        seq.group.usage = (distinct, sum(len(table.block_ids) for table in tables))
+        tail = {block for table in tables for block in table.block_ids[shared or 0 :]}
+        seq.group.usage = (len(tail) + (shared or 0), sum(len(t.block_ids) for t in tables))
 
 
 def fork_group(kv: PagedKV, seq: Seq) -> None:
@@ -163,19 +207,28 @@ def decode_slots(kv: PagedKV, seq: Seq) -> int | None:
 
 def reshuffle_beams(kv: PagedKV, seq: Seq, picks: list[int]) -> None:
     """Beam ``i`` of the next step continues beam ``picks[i]``: unpicked beams are freed, a beam
-    picked ``m`` times is kept and forked ``m - 1`` times (lazy; no block is allocated)."""
+    picked ``m`` times is kept and forked ``m - 1`` times (lazy; no block is allocated).
+
+    The blocks every beam shares (the prompt, mostly) keep their references: each freed beam
+    hands its references to one fork (as many forks as freed beams), so a step costs O(the
+    beams' tails), not O(prompt) — the same refcounts and free order as dropping and re-taking.
+    """
     assert seq.group is not None
     old = seq.group.tables
     counts = Counter(picks)
     _account(kv, seq, -1)
+    shared = seq.group.shared = shared_prefix_blocks(old, seq.group.shared)
     for i, table in enumerate(old):
         if i not in counts:
-            table.free(kv.gpu)
+            table.free(kv.gpu, hand_over=shared)
     new: list[SequenceTable] = []
     for i, table in enumerate(old):
         if i in counts:
             new.append(table)
-            new += [fork_sequence(table, kv.gpu, mode="lazy") for _ in range(counts[i] - 1)]
+            new += [
+                fork_sequence(table, kv.gpu, mode="lazy", adopt=shared)
+                for _ in range(counts[i] - 1)
+            ]
     seq.group.tables = new
     _account(kv, seq, +1)
 

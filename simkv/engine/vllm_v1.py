@@ -11,6 +11,15 @@ Per step, one token budget (``max_num_batched_tokens``) is shared by prefill chu
    ``max_num_seqs`` run and budget remains. A failed allocation stops admission for the step.
 
 There is no watermark and no swapping in V1: KV that cannot be kept is recomputed.
+
+Victims. vLLM has only ``newest`` (FCFS) and ``lowest_priority`` (priority policy); ``oldest``,
+``longest`` and ``fewest_blocks`` are simkv what-if policies. Under them a preempted request
+could be re-admitted, evict its evictor, and so on forever (with chunked prefill, two requests
+each holding half the memory take turns recomputing and neither samples a token). So a request
+a what-if policy preempts is *held*: it is not re-admitted while the request it gave way to (the
+one whose allocation failed, or the oldest other running request when it gave way to itself)
+is still running. Until then admission stops (the held request is the waiting head), so the
+running set only shrinks until a request finishes: no livelock.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from simkv.config.policy import PreemptionConfig, VllmV1Config
 from simkv.engine.cohort import DecodeCohort
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.plan import StepPlan
-from simkv.engine.queues import make_queue, pick_victim
+from simkv.engine.queues import VICTIMS_OF_VLLM, make_queue, pick_victim
 from simkv.engine.scheduler import SchedulerBase
 from simkv.engine.sequence import Seq, Status
 from simkv.metrics.recorder import Recorder
@@ -44,6 +53,8 @@ class VllmV1Scheduler(SchedulerBase):
         # and cannot hit the prefix cache (kv.cannot_hit) stays out while fewer blocks are free
         # (forgotten once it is admitted: after a preemption it may hit its own blocks)
         self._blocked: tuple[Seq, int, int] | None = None
+        # what-if victims (see the module docstring): preempted request -> the one it gave way to
+        self._held: dict[Seq, Seq] | None = None if self.victim in VICTIMS_OF_VLLM else {}
 
     def memory_state(self) -> tuple[int, int, int]:
         return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, 0
@@ -141,6 +152,7 @@ class VllmV1Scheduler(SchedulerBase):
                 del running[j]
                 n -= 1
                 self._preempt(victim, plan)
+                self._hold(victim, seq)
                 if victim is seq:
                     break
             else:
@@ -152,6 +164,27 @@ class VllmV1Scheduler(SchedulerBase):
         plan.decode_tokens += decodes
         plan.kv_read_tokens += context
         return budget
+
+    def _hold(self, victim: Seq, seq: Seq) -> None:
+        """Under a what-if victim policy, keep ``victim`` out until the request it gave way to
+        leaves the running list."""
+        held = self._held
+        if held is None:
+            return
+        if victim is not seq:
+            held[victim] = seq
+        elif self.running:
+            held[victim] = self.running[0]
+
+    def _still_held(self, seq: Seq) -> bool:
+        """Whether the waiting head ``seq`` must stay out (a what-if victim, :meth:`_hold`)."""
+        held = self._held
+        if held is None or seq not in held:
+            return False
+        if held[seq].status is Status.RUNNING:
+            return True
+        del held[seq]
+        return False
 
     def _preempt_last(self) -> Seq:
         """Preempt the last running request in the plan being built (the cohort's callback)."""
@@ -170,6 +203,7 @@ class VllmV1Scheduler(SchedulerBase):
 
     def _schedule_waiting(self, plan: StepPlan, budget: int, now: float) -> None:
         waiting, running, kv, blocked = self.waiting, self.running, self.kv, self._blocked
+        held = self._held  # (None or empty: nothing held, the usual case)
         cfg, gpu, bs = self.cfg, self.kv.gpu, self.kv.block_size
         max_seqs, chunked = cfg.max_num_seqs, cfg.enable_chunked_prefill
         reserve_full = cfg.reserve_full_prompt
@@ -180,6 +214,8 @@ class VllmV1Scheduler(SchedulerBase):
                 and gpu.free_blocks < blocked[2]
             ):  # fmt: skip
                 break  # the same allocation as last time, with no more blocks free
+            if held and self._still_held(seq):
+                break
             hits = kv.cached_prefix(seq)
             remaining = seq.num_tokens - len(hits) * bs
             num_new = self._chunk(remaining, budget)

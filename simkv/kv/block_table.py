@@ -120,13 +120,16 @@ class SequenceTable:
         self.block_ids.extend(allocator.alloc_many(grow))
         self.length += n
 
-    def free(self, allocator: BlockAllocator) -> None:
+    def free(self, allocator: BlockAllocator, hand_over: int = 0) -> None:
         """Drop this table's reference to each block and reset it to empty.
 
         Pending copies are discarded too: their destinations were this table's blocks, which may
         now be reused by another table, so performing them later would corrupt that table.
+        ``hand_over``: the references to the first that many blocks are not dropped but handed
+        to a table the caller forks next with ``fork_sequence(..., adopt=hand_over)`` (blocks
+        still held elsewhere, so dropping and re-taking them would change nothing but time).
         """
-        allocator.free_many(self.block_ids)
+        allocator.free_many(self.block_ids[hand_over:])
         self.block_ids = []
         self.length = 0
         self.pending_copies = []
@@ -141,6 +144,7 @@ def fork_sequence(
     parent: SequenceTable,
     allocator: BlockAllocator,
     mode: Literal["eager", "lazy"] = "eager",
+    adopt: int = 0,
 ) -> SequenceTable:
     """Create a child with the parent's contents, sharing blocks by refcount.
 
@@ -153,7 +157,9 @@ def fork_sequence(
     ``lazy``: the child shares every block, including a partial trailing one; the first append
     into a shared partial block, on either side, copies it then. Costs no block.
 
-    Atomic: ``OutOfBlocks`` leaves parent and allocator unchanged.
+    Atomic: ``OutOfBlocks`` leaves parent and allocator unchanged. ``adopt``: the child takes
+    over references to the parent's first that many blocks handed over by a table freed with
+    ``free(allocator, hand_over=adopt)`` instead of taking new ones.
     """
     if mode not in ("eager", "lazy"):
         raise ValueError(f"fork mode must be 'eager' or 'lazy', got {mode!r}")
@@ -165,7 +171,7 @@ def fork_sequence(
         new_id = allocator.alloc()  # the only step that can fail, taken first
         shared = parent.block_ids[:-1]
         copies = [CopyOp(parent.block_ids[-1], new_id)]
-    for block_id in shared:
+    for block_id in shared[adopt:]:
         allocator.incref(block_id)
     own = [op.dst for op in copies]
     return SequenceTable(

@@ -149,6 +149,11 @@ class Recorder:
         return len(self._status)
 
     @property
+    def num_itl_rows(self) -> int:
+        """Rows of the ITL table so far (grows whenever a request samples a non-first token)."""
+        return len(self._itl_count)
+
+    @property
     def num_steps(self) -> int:
         return len(self._steps) // _STEP_ROW.size
 

@@ -5,59 +5,67 @@ function on each item and yield the results as they finish (any order). The func
 writing (a run folder) and returns a small record, so nothing large crosses a process boundary.
 An executor owns the pool it starts and tears it down when the iteration ends or is abandoned
 (an error, Ctrl-C): calls not yet started are cancelled, and a call cut short leaves an
-incomplete run folder, which a resumed sweep redoes.
+incomplete run folder, which a resumed sweep redoes. The process executor also isolates
+failures (:mod:`simkv.sweep.pool`): ``lost(item, reason)`` stands for the result of an item whose
+worker died or ran past ``timeout_s``. The function is expected to enforce ``timeout_s`` itself
+where it can (the serial and ray executors rely on that).
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Literal, Protocol, TypeVar
 
 from simkv.errors import InputError
+from simkv.sweep.pool import map_isolated
 
 T = TypeVar("T")
 R = TypeVar("R")
 ExecutorKind = Literal["serial", "process", "ray"]
 EXECUTOR_KINDS: tuple[str, ...] = ("serial", "process", "ray")
+KILL_GRACE_S = 10.0  # a worker still busy this long after its run's time limit is killed
 
 
 class Executor(Protocol):
     """Runs ``fn`` over ``items``; yields each result as soon as its call returns."""
 
-    def map_unordered(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]: ...
+    def map_unordered(
+        self, fn: Callable[[T], R], items: Sequence[T], lost: Callable[[T, str], R],
+        timeout_s: float | None = None,
+    ) -> Iterator[R]: ...  # fmt: skip
 
 
 class SerialExecutor:
     """In this process, in item order: the reference every other executor must match."""
 
-    def map_unordered(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    def map_unordered(
+        self, fn: Callable[[T], R], items: Sequence[T], lost: Callable[[T, str], R],
+        timeout_s: float | None = None,
+    ) -> Iterator[R]:  # fmt: skip
         for item in items:
             yield fn(item)
 
 
 @dataclass(frozen=True)
 class ProcessExecutor:
-    """A pool of ``jobs`` fresh ("spawn") Python processes: simulations are CPU-bound Python,
-    and spawned workers inherit no threads or locks from the parent."""
+    """A pool of ``jobs`` fresh ("spawn") Python processes (:mod:`simkv.sweep.pool`):
+    simulations are CPU-bound Python; a worker's death fails only its own item."""
 
     jobs: int
 
-    def map_unordered(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    def map_unordered(
+        self, fn: Callable[[T], R], items: Sequence[T], lost: Callable[[T, str], R],
+        timeout_s: float | None = None,
+    ) -> Iterator[R]:  # fmt: skip
+        """A worker past ``timeout_s`` + :data:`KILL_GRACE_S` is killed (``fn`` had its chance
+        to time out cleanly and did not)."""
         if not items:
             return
-        context = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(items)), mp_context=context)
-        try:
-            futures = [pool.submit(fn, item) for item in items]
-            for future in as_completed(futures):
-                yield future.result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        limit = None if timeout_s is None else timeout_s + KILL_GRACE_S
+        yield from map_isolated(fn, items, self.jobs, lost, limit)
 
 
 def import_ray() -> ModuleType:
@@ -93,7 +101,10 @@ class RayExecutor:
             ray.init(num_cpus=self.jobs, include_dashboard=False, log_to_driver=False)
         return True
 
-    def map_unordered(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    def map_unordered(
+        self, fn: Callable[[T], R], items: Sequence[T], lost: Callable[[T, str], R],
+        timeout_s: float | None = None,
+    ) -> Iterator[R]:  # fmt: skip
         if not items:
             return
         ray = import_ray()

@@ -20,14 +20,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from simkv.config.sim import SimConfig
 from simkv.errors import InputError
@@ -50,6 +55,7 @@ class RunTask:
     run_dir: str
     point: dict[str, Any]
     digest: str
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,20 +82,84 @@ class SweepResult:
 
 
 def _error_line(err: Exception) -> str:
-    text = str(err) if isinstance(err, InputError) else f"{type(err).__name__}: {err}"
+    if isinstance(err, RunTimeout):
+        text = f"timeout: {err}"
+    else:
+        text = str(err) if isinstance(err, InputError) else f"{type(err).__name__}: {err}"
     return " ".join(text.split())
 
 
-def is_done(run_dir: Path, digest: str) -> bool:
-    """True when ``run_dir`` holds a complete run of the config whose sha256 is ``digest``."""
+def lost_run(task: RunTask, reason: str) -> RunRecord:
+    """The failed record of a run whose worker died or was killed (``reason``), with its
+    error.txt (the folder has no DONE, so a resumed sweep redoes it)."""
+    run_dir = Path(task.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "error.txt").write_text(reason + "\n")
+    return RunRecord(task.run_id, STATUS_FAILED, reason, 0.0)  # its wall time is unknown
+
+
+RUN_TABLES = ("requests.parquet", "steps.parquet", "itl.parquet")
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """A run folder's summary.json as a mapping, or None when missing, truncated or not one."""
     try:
-        return (run_dir / "DONE").read_text(encoding="utf-8").strip() == digest
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+def _files_intact(run_dir: Path) -> bool:
+    """The run's files are there and readable: every table a parquet file with a readable
+    footer, summary.json a complete mapping, config.resolved.yaml not empty."""
+    try:
+        for name in RUN_TABLES:
+            pq.read_metadata(run_dir / name)
+        resolved = (run_dir / "config.resolved.yaml").stat().st_size
+    except (OSError, pa.ArrowException):
+        return False
+    return resolved > 0 and read_summary(run_dir) is not None
+
+
+def is_done(run_dir: Path, digest: str) -> bool:
+    """True when ``run_dir`` holds a complete run whose digest (config and the files it names,
+    :func:`simkv.sweep.digest.run_digest`) is ``digest``, with intact files."""
+    try:
+        marked = (run_dir / "DONE").read_text(encoding="utf-8").strip() == digest
     except OSError:
         return False
+    return marked and _files_intact(run_dir)
+
+
+class RunTimeout(Exception):
+    """A run went past the sweep's per-run wall-clock limit."""
+
+
+@contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`RunTimeout` in this block after ``seconds`` of wall time (a SIGALRM timer:
+    only in a process's main thread, where the serial and process executors run; elsewhere the
+    process pool's kill is the limit)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(_signum: int, _frame: object) -> None:
+        raise RunTimeout(f"ran longer than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def run_one(task: RunTask) -> RunRecord:
-    """Simulate one run into a fresh ``run_dir``; any exception becomes a failed record."""
+    """Simulate one run into a fresh ``run_dir``; any exception (a timeout too) becomes a
+    failed record."""
     run_dir = Path(task.run_dir)
     if run_dir.exists():
         shutil.rmtree(run_dir)  # no file of an earlier attempt may survive into this one
@@ -97,7 +167,9 @@ def run_one(task: RunTask) -> RunRecord:
     (run_dir / "point.json").write_text(json.dumps(task.point, indent=2) + "\n")
     started = time.perf_counter()
     try:
-        write_run(simulate(SimConfig.model_validate(task.config), Path(task.base_dir)), run_dir)
+        with _time_limit(task.timeout_s):
+            cfg = SimConfig.model_validate(task.config)
+            write_run(simulate(cfg, Path(task.base_dir)), run_dir)
     except Exception as err:  # one run's failure is that run's result; the sweep goes on
         message = _error_line(err)
         (run_dir / "error.txt").write_text(f"{message}\n\n{traceback.format_exc()}")
@@ -134,8 +206,7 @@ def sweep_table(plan: SweepPlan, runs_dir: Path, errors: dict[str, str]) -> pd.D
         if run.run_id in errors:
             rows.append((STATUS_FAILED, errors[run.run_id], {}))
         elif is_done(run_dir, run.digest):
-            summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-            rows.append((STATUS_OK, None, summary))
+            rows.append((STATUS_OK, None, read_summary(run_dir) or {}))
         else:
             raise RuntimeError(f"run {run.run_id} is neither complete nor failed")
     metrics = list(dict.fromkeys(key for _, _, summary in rows for key in summary))
@@ -157,7 +228,7 @@ def default_out_dir(plan: SweepPlan) -> Path:
     return Path("reports") / plan.spec.name
 
 
-def _task(plan: SweepPlan, run: PlannedRun, runs_dir: Path) -> RunTask:
+def _task(plan: SweepPlan, run: PlannedRun, runs_dir: Path, timeout_s: float | None) -> RunTask:
     return RunTask(
         run_id=run.run_id,
         config=run.config.model_dump(mode="json"),
@@ -165,6 +236,7 @@ def _task(plan: SweepPlan, run: PlannedRun, runs_dir: Path) -> RunTask:
         run_dir=str((runs_dir / run.run_id).resolve()),
         point=run.point,
         digest=run.digest,
+        timeout_s=timeout_s,
     )
 
 
@@ -188,13 +260,15 @@ def run_sweep(
     resume: bool = False,
     ray_address: str | None = None,
     progress: ProgressFn | None = None,
+    run_timeout_s: float | None = None,
 ) -> SweepResult:
     """Run every point of a sweep file; each run's folder is written as soon as it finishes.
 
     ``resume`` skips runs whose folder is complete for the same config. ``progress(done,
     total)`` is called once before the first run (done = runs skipped) and after each run.
     Input errors (sweep file, a point that does not validate, executor) raise
-    :class:`InputError` before anything runs; a run that raises is recorded as failed.
+    :class:`InputError` before anything runs; a run that raises, whose worker dies, or that runs
+    past ``run_timeout_s`` (else the sweep file's ``run_timeout_s``) is recorded as failed.
     """
     started = time.perf_counter()
     plan = load_sweep(sweep_path)
@@ -210,7 +284,9 @@ def run_sweep(
     if progress is not None:
         progress(done, total)
     errors: dict[str, str] = {}
-    for record in pool.map_unordered(run_one, [_task(plan, run, runs_dir) for run in todo]):
+    timeout_s = run_timeout_s if run_timeout_s is not None else plan.spec.run_timeout_s
+    tasks = [_task(plan, run, runs_dir, timeout_s) for run in todo]
+    for record in pool.map_unordered(run_one, tasks, lost_run, timeout_s):
         timings[record.run_id] = record.wall_s
         if record.status == STATUS_FAILED:
             errors[record.run_id] = record.error or "failed"

@@ -10,14 +10,15 @@ A sweep file names a base run config (a path relative to the sweep file, or an i
 Expansion order is variants × grid × zip (an absent part contributes one empty point). Every run
 is base + overrides + its point, validated once as a :class:`SimConfig`; a point that does not
 validate is an :class:`InputError` located in the sweep file (or the base file when the bad key
-comes from there). A run's id is ``<slug>-<12 hex of sha256(resolved config YAML)>``: equal
-configs share the hash, so an id names exactly one config.
+comes from there). A run's id is ``<slug>-<12 hex of its digest>``, the digest being the sha256 of
+the resolved config YAML and of the content of every file it names (each ``path``: trace, step
+table, empirical lengths, measured run folder): equal inputs share the hash, so an id names
+exactly one config and its files, and editing a trace gives new ids.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
 import json
 import re
@@ -30,6 +31,7 @@ from pydantic import Field, ValidationError
 from simkv.config.base import Frozen, KeyPath, YamlDoc, error_from_validation, load_yaml, validate
 from simkv.config.sim import SimConfig, apply_overrides, dump_resolved
 from simkv.errors import InputError
+from simkv.sweep.digest import run_digest
 
 VARIANT_AXIS = "variant"
 KEY_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_0-9]\w*)*")
@@ -51,6 +53,10 @@ class SweepSpec(Frozen):
     variants: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="named override sets, deep-merged into the base"
     )
+    run_timeout_s: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="wall-clock limit per run, s (a run past it is recorded as failed: timeout)",
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,8 @@ class Point:
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """A validated run of the sweep. ``digest`` is the full sha256 of ``config_yaml``."""
+    """A validated run of the sweep. ``digest``: the full sha256 of ``config_yaml`` and of the
+    files it names (:func:`run_digest`)."""
 
     run_id: str
     point: dict[str, Any]
@@ -258,7 +265,9 @@ def _locate(err: ValidationError, data: dict[str, Any], base: _Base, lines: dict
     return InputError(f"run {name}: {swept.message}", file=file, line=line, field=swept.field)
 
 
-def _plan_run(spec: SweepSpec, doc: YamlDoc, base: _Base, point: Point) -> PlannedRun:
+def _plan_run(
+    spec: SweepSpec, doc: YamlDoc, base: _Base, point: Point, files: tuple[Path, dict[str, str]]
+) -> PlannedRun:
     data, lines = copy.deepcopy(base.data), dict(base.lines)
     _apply_point(data, spec, point, doc, lines)
     try:
@@ -266,7 +275,7 @@ def _plan_run(spec: SweepSpec, doc: YamlDoc, base: _Base, point: Point) -> Plann
     except ValidationError as err:
         raise _locate(err, data, base, lines, doc, point) from None
     text = dump_resolved(config)
-    digest = hashlib.sha256(text.encode()).hexdigest()
+    digest = run_digest(config, text, *files)
     run_id = f"{slug(point.values)}-{digest[:12]}".lstrip("-")
     return PlannedRun(run_id, dict(point.values), config, text, digest)
 
@@ -281,8 +290,9 @@ def load_sweep(path: str | Path) -> SweepPlan:
     _check_zip(spec, doc)
     base, base_dir = _load_base(spec, doc)
     runs: dict[str, PlannedRun] = {}
+    files: tuple[Path, dict[str, str]] = (base_dir, {})
     for point in expand(spec):
-        run = _plan_run(spec, doc, base, point)
+        run = _plan_run(spec, doc, base, point, files)
         if run.run_id in runs:
             origin = list(point.origins.values())[-1]
             raise InputError(

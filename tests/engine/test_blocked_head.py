@@ -15,7 +15,7 @@ from simkv.engine.paged_kv import PagedKV
 from simkv.runner import build_engine
 
 
-def _config(seed: int, caching: str, reuse: str, blocks: int) -> SimConfig:
+def _config(seed: int, caching: str, reuse: str, blocks: int, victim: str = "newest") -> SimConfig:
     """Requests without content (their keys hit only themselves), memory for a few of them."""
     return SimConfig.model_validate({
         "name": "blocked", "seed": seed,
@@ -30,6 +30,7 @@ def _config(seed: int, caching: str, reuse: str, blocks: int) -> SimConfig:
         "kv_cache": {"block_size": 16, "num_blocks": blocks, "prefix_caching": caching,
                      "reuse": reuse},
         "scheduler": {"kind": "vllm_v1", "max_num_batched_tokens": 1024},
+        "preemption": {"victim": victim},
     })  # fmt: skip
 
 
@@ -42,11 +43,16 @@ def _frames(cfg, base: Path):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("caching", "reuse"), [("none", "fifo"), ("hash", "fifo"), ("hash", "lifo"), ("radix", "fifo")]
 )
-@pytest.mark.parametrize(("seed", "blocks"), [(3, 260), (11, 260), (5, 140), (7, 400)])
+@pytest.mark.parametrize(
+    ("seed", "blocks", "victim"),
+    [(3, 260, "newest"), (11, 260, "newest"), (5, 140, "newest"), (7, 400, "newest"),
+     (3, 260, "oldest"), (5, 140, "longest")],  # what-if victims: held requests (vllm_v1)
+)  # fmt: skip
 def test_remembering_a_blocked_head_changes_nothing(
-    caching: str, reuse: str, seed: int, blocks: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cfg = _config(seed, caching, reuse, blocks)
+    caching: str, reuse: str, seed: int, blocks: int, victim: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    cfg = _config(seed, caching, reuse, blocks, victim)
     remembered: list[bool] = []
     cannot_hit = PagedKV.cannot_hit
 

@@ -141,3 +141,17 @@ def test_fast_forward_engages_and_matches_under_memory_pressure() -> None:
             engine, _ = build_engine(cfg, Path(tmp))
             engine.run()
         assert engine.decode_run_steps > 500, kind  # ... and so did decode runs
+
+
+@pytest.mark.parametrize("victim", ["oldest", "longest", "fewest_blocks"])
+def test_lazy_decode_matches_where_what_if_victims_used_to_livelock(victim: str) -> None:
+    """Memory for about one request, 32-token prefill chunks: the held victims
+    (simkv.engine.vllm_v1) change no frame between the lazy and the plain path."""
+    from tests.engine.test_livelock import livelock_config
+
+    for seed, n in ((17, 3), (44, 10), (3, 30)):
+        data = livelock_config(victim, seed=seed, n=n)
+        data["workload"]["output_tokens"] = {"kind": "uniform", "low": 20, "high": 200}
+        data["model"]["max_model_len"] = 1024
+        data["kv_cache"]["num_blocks"] = 70
+        _assert_same(SimConfig.model_validate(data))

@@ -271,3 +271,38 @@ def test_synthetic_config_sets_sampling_columns(tmp_path: Path) -> None:
     w = build_workload(beam, np.random.default_rng(0), tmp_path)
     assert w.n_seqs.tolist() == [2, 2, 2] and w.fork_after.tolist() == [0, 0, 0]
     assert w.beam.all()
+
+
+def test_a_beam_step_costs_the_tails_not_the_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beam search with a long prompt and small blocks (issue: 14k-token prompts, block_size 4
+    ran at ~5 steps/s): re-drawing the beams takes references only to the beams' tails, so the
+    block references a run takes stay near one fork of the prompt per beam, not one per step."""
+    from simkv.kv.allocator import BlockAllocator
+
+    cfg = SimConfig.model_validate({
+        "name": "beam-long", "seed": 0,
+        "workload": {
+            "kind": "synthetic", "num_requests": 2, "arrival": {"kind": "poisson", "rate": 1.0},
+            "prompt_tokens": {"kind": "fixed", "value": 14000},
+            "output_tokens": {"kind": "fixed", "value": 40},
+            "sampling": {"kind": "beam", "width": 4},
+        },
+        "model": {"preset": "llama-2-7b", "max_model_len": 16384},
+        "gpu": "a100-80gb",
+        "kv_cache": {"block_size": 4},
+        "scheduler": {"kind": "vllm_v0"},
+    })  # fmt: skip
+    calls = [0]
+    incref = BlockAllocator.incref
+
+    def counting(self: BlockAllocator, block_id: int) -> None:
+        calls[0] += 1
+        incref(self, block_id)
+
+    monkeypatch.setattr(BlockAllocator, "incref", counting)
+    with tempfile.TemporaryDirectory() as tmp:
+        engine, _ = build_engine(cfg, Path(tmp))
+        engine.run()
+    prompt_blocks = 14000 // 4
+    assert engine.recorder.num_done == 2
+    assert calls[0] < 2 * 4 * prompt_blocks  # was ~40 x (width - 1) x prompt_blocks per request

@@ -2,22 +2,55 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 
 import pytest
 
 from simkv.errors import InputError
 from simkv.sweep.executors import ProcessExecutor, SerialExecutor, make_executor
+from simkv.sweep.pool import map_isolated
+
+
+def _lost(item: int, reason: str) -> str:
+    return f"{item}: {reason}"
+
+
+def _dies_on_minus_one(item: int) -> int:
+    """Killed like the out-of-memory killer would on item -1; sleeps on item -2."""
+    if item == -1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if item == -2:
+        time.sleep(30)
+    return abs(item)
 
 
 def test_serial_yields_in_item_order() -> None:
-    assert list(SerialExecutor().map_unordered(abs, [-3, 1, -2])) == [3, 1, 2]
+    assert list(SerialExecutor().map_unordered(abs, [-3, 1, -2], _lost)) == [3, 1, 2]
 
 
 def test_process_pool_yields_every_result_once() -> None:
-    results = ProcessExecutor(jobs=2).map_unordered(abs, [-3, 1, -2, 5])
+    results = ProcessExecutor(jobs=2).map_unordered(abs, [-3, 1, -2, 5], _lost)
     assert sorted(results) == [1, 2, 3, 5]
-    assert list(ProcessExecutor(jobs=2).map_unordered(abs, [])) == []
+    assert list(ProcessExecutor(jobs=2).map_unordered(abs, [], _lost)) == []
+
+
+def test_a_dead_worker_loses_only_its_item() -> None:
+    results = list(map_isolated(_dies_on_minus_one, [3, -1, 4, 5, 6], 2, _lost))
+    assert sorted(r for r in results if isinstance(r, int)) == [3, 4, 5, 6]
+    assert [r for r in results if isinstance(r, str)] == [
+        "-1: worker died (exit code -9; killed by the OOM killer?)"
+    ]
+
+
+def test_a_worker_past_the_time_limit_is_killed() -> None:
+    started = time.monotonic()
+    results = list(map_isolated(_dies_on_minus_one, [3, -2, 4], 2, _lost, timeout_s=1.0))
+    assert time.monotonic() - started < 15
+    assert sorted(r for r in results if isinstance(r, int)) == [3, 4]
+    assert [r for r in results if isinstance(r, str)] == ["-2: timeout: ran longer than 1 s"]
 
 
 def test_make_executor_kinds() -> None:

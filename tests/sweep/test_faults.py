@@ -1,0 +1,154 @@
+"""Sweep faults through the real CLI: per-run time limit, a worker killed (as the OOM killer
+would), the sweep parent killed, damaged run folders and edited input files on --resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from simkv.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "configs" / "quickstart.yaml"
+SIMKV = Path(sys.executable).parent / "simkv"
+runner = CliRunner()
+
+
+def _sweep(tmp_path: Path, limits: list[int], base: Path = QUICKSTART) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"name: faults\nbase: {base}\ngrid:\n  workload.limit: {limits}\n")
+    return path
+
+
+def test_a_run_past_the_time_limit_fails_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["sweep", str(_sweep(tmp_path, [10, 19366])), "--out", str(out),
+              "--run-timeout", "1"],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    table = pd.read_parquet(out / "sweep.parquet")
+    assert list(table.status) == ["ok", "failed"]
+    assert table.error[1].startswith("timeout: ran longer than 1 s")
+
+
+def test_resume_redoes_damaged_folders_and_edited_traces(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.01,20,3\n0.02,7,9\n")
+    base = tmp_path / "base.yaml"
+    base.write_text(
+        "name: b\nworkload: {kind: trace, path: trace.csv, format: generic, columns: "
+        "{arrival_s: arrival_s}}\nmodel: {preset: llama-2-7b, max_model_len: 64}\n"
+        "gpu: a100-80gb\nkv_cache: {block_size: 4, num_blocks: 40}\nscheduler: {kind: vllm_v1}\n"
+    )
+    sweep, out = _sweep(tmp_path, [1, 2, 3], base), tmp_path / "out"
+    args = ["sweep", str(sweep), "--out", str(out), "--resume"]
+    assert runner.invoke(app, args).exit_code == 0
+    runs = sorted((out / "runs").iterdir())
+    (runs[0] / "summary.json").write_text('{"num_requests": 1')  # truncated
+    (runs[1] / "steps.parquet").write_bytes(b"PAR1 not a parquet file")
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert "2 runs ran, 1 skipped" in again.output
+    (runs[2] / "config.resolved.yaml").write_text("")
+    assert "1 runs ran, 2 skipped" in runner.invoke(app, args).output
+    trace.write_text(trace.read_text() + "0.03,11,4\n")  # an edited trace: every run again
+    edited = runner.invoke(app, args)
+    assert "3 runs ran, 0 skipped" in edited.output
+    table = pd.read_parquet(out / "sweep.parquet")
+    assert list(table.num_requests) == [1, 2, 3] and set(table.status) == {"ok"}
+
+
+def _workers(pid: int, timeout_s: float = 60) -> list[int]:
+    """The sweep's pool workers (spawned children, not multiprocessing's resource tracker)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = []
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            if b"spawn_main" in cmdline:
+                found.append(int(child))
+        if len(found) == 2:
+            return found
+        time.sleep(0.2)
+    raise AssertionError("the sweep started no workers")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _start(tmp_path: Path) -> subprocess.Popen[bytes]:
+    sweep = _sweep(tmp_path, [4000, 4001, 4002, 4003])
+    return subprocess.Popen(
+        [str(SIMKV), "sweep", str(sweep), "--out", str(tmp_path / "out"),
+         "--executor", "process", "--jobs", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_worker_fails_only_its_run(tmp_path: Path) -> None:
+    sweep = _start(tmp_path)
+    victim = _workers(sweep.pid)[0]
+    time.sleep(1.0)
+    os.kill(victim, signal.SIGKILL)
+    _, stderr = sweep.communicate(timeout=300)
+    assert sweep.returncode == 1, stderr.decode()
+    assert b"Traceback" not in stderr
+    table = pd.read_parquet(tmp_path / "out" / "sweep.parquet")
+    failed = table[table.status == "failed"]
+    assert len(failed) == 1 and (table.status == "ok").sum() == 3
+    assert failed.error.iloc[0].startswith("worker died (exit code -9")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc, prctl")
+def test_workers_die_with_the_sweep_parent(tmp_path: Path) -> None:
+    sweep = _start(tmp_path)
+    workers = _workers(sweep.pid)
+    sweep.kill()
+    sweep.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers)
+    assert json.loads((tmp_path / "out" / "sweep.json").read_text())["name"] == "faults"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_the_workers_and_prints_the_resume_command(tmp_path: Path) -> None:
+    sweep = _start(tmp_path)
+    workers = _workers(sweep.pid)
+    sweep.send_signal(signal.SIGINT)
+    _, stderr = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130
+    text = stderr.decode()
+    assert "Traceback" not in text
+    assert "interrupted" in text and "--resume" in text
+    assert not any(_alive(w) for w in workers)
+
+
+def test_the_time_limit_from_the_sweep_file_under_the_process_executor(tmp_path: Path) -> None:
+    sweep = _sweep(tmp_path, [10, 19366])
+    sweep.write_text(sweep.read_text() + "run_timeout_s: 1\n")
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["sweep", str(sweep), "--out", str(out), "--executor", "process", "--jobs", "2"]
+    )
+    assert result.exit_code == 1, result.output
+    table = pd.read_parquet(out / "sweep.parquet")
+    assert list(table.status) == ["ok", "failed"]
+    assert table.error[1] == "timeout: ran longer than 1 s"
