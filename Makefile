@@ -1,6 +1,6 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
-# The demo installs simkv alone; the tests add the test extras (ray stays optional:
-# pip install -e '.[ray]', the Ray executor's tests skip without it).
+# The demo installs simkv alone; the tests add the test and ray extras (the sweep tests run
+# the Ray executor on a local two-CPU Ray).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 $(TESTSTAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,ray]'
 	touch $(TESTSTAMP)
 
 install: $(STAMP)
@@ -34,7 +34,7 @@ test: $(TESTSTAMP)
 	$(BIN)/ruff check simkv tests benchmarks
 	$(BIN)/pytest
 
-fuzz: $(STAMP)
+fuzz: $(TESTSTAMP)
 	$(BIN)/pytest -m fuzz
 
 clean:

@@ -70,7 +70,7 @@ def test_fidelity_writes_docs_only_when_asked_and_keeps_sim_vs_real(
         assert text == before
 
 
-def test_demo_installs_no_extras_and_test_installs_test_extras(tmp_path: Path) -> None:
+def test_demo_installs_no_extras_and_test_installs_test_and_ray_extras(tmp_path: Path) -> None:
     def commands(target: str) -> str:
         venv = tmp_path / f"venv-{target}"  # a fresh venv: make plans the whole install
         plan = subprocess.run(
@@ -81,7 +81,7 @@ def test_demo_installs_no_extras_and_test_installs_test_extras(tmp_path: Path) -
 
     demo = commands("demo")
     assert "pip install --quiet -e ." in demo and "[" not in demo.replace("[ -", "")
-    assert "pip install --quiet -e '.[test]'" in commands("test")
+    assert "pip install --quiet -e '.[test,ray]'" in commands("test")
 
 
 def test_license_is_an_spdx_string() -> None:
