@@ -89,7 +89,8 @@ def waste(
 
 
 def _fail(err: InputError) -> typer.Exit:
-    typer.echo(f"error: {err}", err=True)
+    for line in err.lines():
+        typer.echo(f"error: {line}", err=True)
     return typer.Exit(code=2)
 
 

@@ -121,10 +121,13 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
 
 
 def _default_section(key: str) -> dict[str, Any]:
-    """The default of a top-level section as a mapping (so ``--set`` can refine it)."""
+    """A top-level section the document leaves out, as ``--set`` starts it: its default
+    ``kind`` only (the other defaults come from validation), so that switching the kind with
+    ``--set scheduler.kind=orca`` starts from the new kind's defaults."""
     field = SimConfig.model_fields.get(key)
     default = getattr(field, "default", None)
-    return default.model_dump(mode="json") if isinstance(default, Frozen) else {}
+    kind = getattr(default, "kind", None)
+    return {"kind": kind} if isinstance(kind, str) else {}
 
 
 def _parent_of(data: dict[str, Any], keys: list[str]) -> dict[str, Any]:
@@ -156,13 +159,15 @@ def _is_set(data: Any, keys: list[str]) -> bool:
 def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
     """Apply ``--set key.path=value`` items (values parsed as YAML) to the document in place.
 
-    A section the file leaves out starts from its default (``--set cost_model.x=1`` keeps the
-    default ``kind``).
+    A section the file leaves out starts from its default kind (``--set cost_model.x=1`` keeps
+    the default ``kind``). The key paths set are noted in ``doc.set_paths`` (errors there are
+    blamed on ``--set``).
     """
     for item in overrides:
         keys, value = _parse_override(item)
         if isinstance(doc.data, dict):
             _parent_of(doc.data, keys)[keys[-1]] = value
+            doc.set_paths.add(tuple(keys))
 
 
 def _measured_path(doc: YamlDoc) -> Path | None:
