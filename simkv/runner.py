@@ -190,9 +190,10 @@ def write_run(out: RunOutput, out_dir: Path) -> list[Path]:
         "summary": out_dir / "summary.json",
         "config": out_dir / "config.resolved.yaml",
     }
-    out.frames.requests.to_parquet(paths["requests"], index=False)
-    out.frames.steps.to_parquet(paths["steps"], index=False)
-    out.frames.itl.to_parquet(paths["itl"], index=False)
+    for key in ("requests", "steps", "itl"):
+        # through a file handle: pyarrow would read a path such as ``ab:12/x`` as a URI
+        with paths[key].open("wb") as handle:
+            getattr(out.frames, key).to_parquet(handle, index=False)
     sizing = {
         "kv_num_blocks": out.sizing.num_blocks,
         "kv_block_bytes": out.sizing.block_bytes,
