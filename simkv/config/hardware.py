@@ -23,6 +23,7 @@ from typing import Any, Literal, Self
 from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from simkv.config.base import Frozen
+from simkv.config.limits import Tokens
 from simkv.presets import PresetKind, list_presets, read_preset
 
 DType = Literal["fp16", "bf16", "fp32", "fp8"]
@@ -83,7 +84,7 @@ class ModelSpec(Frozen):
     num_parameters: PositiveInt
     dtype: DType
     kv_dtype: DType | None = None
-    max_model_len: PositiveInt
+    max_model_len: Tokens
     tie_word_embeddings: bool = False
     num_experts: NonNegativeInt = 0
     experts_per_token: NonNegativeInt = 0

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 from simkv.config.base import Frozen, YamlDoc, load_yaml, validate
 from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
+from simkv.config.limits import MAX_GPU_GIB, MAX_SWAP_GIB, MAX_TOKENS, MAX_TP, FolderName, Tokens
 from simkv.config.policy import PreemptionConfig, SchedulerConfig, VllmV1Config
 from simkv.config.profile import expand_profile
 from simkv.config.workload import WorkloadConfig, check_sampling_scheduler
@@ -28,21 +29,36 @@ GIB = 1 << 30
 class ParallelConfig(Frozen):
     """Model parallelism."""
 
-    tensor_parallel: int = Field(1, ge=1, description="GPUs per model replica (TP degree)")
+    tensor_parallel: int = Field(
+        1,
+        ge=1,
+        le=MAX_TP,
+        description="GPUs per model replica (TP degree); as vLLM, it divides the model's "
+        "attention heads, and its KV heads divide it or it divides them",
+    )
 
 
 class KVCacheConfig(Frozen):
     """The paged KV cache. Capacity: ``num_blocks`` or ``capacity_gib`` if given, else derived
     as GPU memory × utilization − weights − activation reserve (per GPU)."""
 
-    block_size: int = Field(16, ge=1, description="tokens per block (vLLM default 16)")
+    block_size: Tokens = Field(16, description="tokens per block (vLLM default 16)")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="vLLM default 0.9")
     activation_reserve_gib: float = Field(
-        1.0, ge=0, description="per-GPU activation/workspace memory kept out of the KV pool"
+        1.0,
+        ge=0,
+        le=MAX_GPU_GIB,
+        description="per-GPU activation/workspace memory kept out of the KV pool, GiB",
     )
-    num_blocks: int | None = Field(None, ge=1, description="GPU blocks, given directly")
-    capacity_gib: float | None = Field(None, gt=0, description="KV bytes per GPU, given directly")
-    swap_space_gib: float = Field(4.0, ge=0, description="CPU swap space per GPU (vLLM v0: 4)")
+    num_blocks: int | None = Field(
+        None, ge=1, le=MAX_TOKENS, description="GPU blocks, given directly"
+    )
+    capacity_gib: float | None = Field(
+        None, gt=0, le=MAX_GPU_GIB, description="KV GiB per GPU, given directly (≤ 1024)"
+    )
+    swap_space_gib: float = Field(
+        4.0, ge=0, le=MAX_SWAP_GIB, description="CPU swap space per GPU, GiB (vLLM v0: 4)"
+    )
     reuse: str = Field("fifo", pattern="^(fifo|lifo)$", description="freed-block reuse order")
     prefix_caching: Literal["none", "hash", "radix"] | None = Field(
         None,
@@ -69,7 +85,7 @@ class SLOConfig(Frozen):
 class SimConfig(Frozen):
     """One simulation run: workload → engine (scheduler ⇄ KV memory, cost model) → metrics."""
 
-    name: str = Field("run", pattern=r"^[A-Za-z0-9_.\-]+$", description="run (folder) name")
+    name: FolderName = Field("run", description="run (folder) name")
     seed: int = Field(0, ge=0, description="seed of the run's numpy Generator")
     workload: WorkloadConfig
     model: ModelSpec = Field(description="preset name, {preset: name, **overrides} or inline")
@@ -106,7 +122,23 @@ class SimConfig(Frozen):
         check_sampling_scheduler(self.workload, kind)
         if kind == "vllm_v0" and self.preemption.victim == "lowest_priority":
             raise ValueError("preemption.victim lowest_priority needs scheduler vllm_v1")
+        _check_tensor_parallel(self.parallel.tensor_parallel, self.model)
         return self
+
+
+def _check_tensor_parallel(tp: int, model: ModelSpec) -> None:
+    """vLLM's rule: TP divides the attention heads; KV heads are split (TP divides them) or
+    replicated (they divide TP)."""
+    heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+    if heads % tp:
+        raise ValueError(
+            f"parallel.tensor_parallel {tp} must divide the model's {heads} attention heads"
+        )
+    if kv_heads % tp and tp % kv_heads:
+        raise ValueError(
+            f"parallel.tensor_parallel {tp} and the model's {kv_heads} KV heads: one must "
+            "divide the other"
+        )
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:

@@ -28,6 +28,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 
 from simkv.config.base import Frozen, KeyPath, YamlDoc, error_from_validation, load_yaml, validate
+from simkv.config.limits import FolderName
 from simkv.config.sim import SimConfig, apply_overrides, dump_resolved
 from simkv.errors import InputError
 
@@ -39,7 +40,7 @@ Values = Annotated[list[Any], Field(min_length=1)]
 class SweepSpec(Frozen):
     """A sweep file as written. Key paths are dotted run-config paths (``kv_cache.block_size``)."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="sweep (folder) name")
+    name: FolderName = Field(description="sweep (folder) name")
     base: str | dict[str, Any] = Field(
         description="run config path relative to the sweep file, or an inline run config"
     )

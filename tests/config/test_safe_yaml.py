@@ -134,3 +134,30 @@ def test_switching_cost_model_kind_of_absent_section(tmp_path: Path) -> None:
     (tmp_path / "steps.csv").write_text("batch_size,prefill_tokens,decode_tokens,time_ms\n")
     err = _config_error(tmp_path, CONFIG, ["cost_model.kind=table"])
     assert err.field == "cost_model.path"  # the table's own required key, not a roofline key
+
+
+@pytest.mark.parametrize(
+    ("item", "field"),
+    [
+        ("kv_cache.capacity_gib=.inf", "kv_cache.capacity_gib"),
+        ("kv_cache.capacity_gib=5000", "kv_cache.capacity_gib"),
+        ("kv_cache.swap_space_gib=.inf", "kv_cache.swap_space_gib"),
+        ("parallel.tensor_parallel=1000000000", "parallel.tensor_parallel"),
+        ("parallel.tensor_parallel=3", "parallel.tensor_parallel"),
+        ("cost_model.step_overhead_ms=.inf", "cost_model.step_overhead_ms"),
+        ("workload.arrival.rate=.inf", "workload.arrival.rate"),
+        ("workload.prompt_tokens={kind: lognormal, mu: 800, sigma: 1}", "workload.prompt_tokens"),
+        ("workload.prompt_tokens.value=1000000000000000000000000000000", "workload"),
+        ("workload.num_requests=1000000000000", "workload.num_requests"),
+        ("workload.priority={values: [0, 1], weights: [1, .inf]}", "workload.priority"),
+        ("name=..", "name"),
+        ("name=" + "a" * 300, "name"),
+    ],
+)
+def test_numbers_and_names_out_of_range_are_set_errors(
+    tmp_path: Path, item: str, field: str
+) -> None:
+    err = _config_error(tmp_path, CONFIG, [item])
+    assert err.file == "--set"
+    assert err.field is not None
+    assert err.field.startswith(field)
