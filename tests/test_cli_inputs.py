@@ -115,3 +115,14 @@ def test_debug_shows_the_traceback(tiny: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["--debug", *args])
     assert result.exit_code != 2
     assert "output is not a folder" in str(result.exception)
+
+
+def test_sweep_variant_name_with_mathtext_is_drawn_as_written(tiny: Path, tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        f"name: math\nbase: {tiny}\nvariants:\n  '$\\foo$': {{seed: 1}}\n  ok: {{seed: 2}}\n"
+    )
+    out = tmp_path / "sweep-out"
+    result = runner.invoke(app, ["sweep", str(sweep), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "$\\foo$" in (out / "report.html").read_text(encoding="utf-8")

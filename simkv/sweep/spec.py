@@ -120,6 +120,19 @@ def _check_zip(spec: SweepSpec, doc: YamlDoc) -> None:
             )  # fmt: skip
 
 
+def _check_values(spec: SweepSpec, doc: YamlDoc) -> None:
+    """No axis value is null: a point needs a value to show and to chart (leave a key out of
+    the axes to keep its default)."""
+    for part, axes in (("grid", spec.grid), ("zip", spec.zipped)):
+        for key, values in axes.items():
+            for i, value in enumerate(values):
+                if value is None:
+                    raise InputError(
+                        "null is not an axis value (leave the key out to keep its default)",
+                        file=doc.file, line=doc.line_of((part, key, i)), field=f"{part}.{key}",
+                    )  # fmt: skip
+
+
 def expand(spec: SweepSpec) -> list[Point]:
     """All points, variants × grid × zip, in that nesting order (zip rows innermost)."""
     variants = [{VARIANT_AXIS: (name, ("variants", name))} for name in spec.variants] or [{}]
@@ -280,6 +293,7 @@ def load_sweep(path: str | Path) -> SweepPlan:
     spec = validate(SweepSpec, doc)
     _check_keys(spec, doc)
     _check_zip(spec, doc)
+    _check_values(spec, doc)
     base, base_dir = _load_base(spec, doc)
     runs: dict[str, PlannedRun] = {}
     for point in expand(spec):
