@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo waste test bench install clean
+.PHONY: demo waste test fuzz bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ demo: $(STAMP)
 
 waste: $(STAMP)
 	$(BIN)/simkv waste traces/azure2023/AzureLLMInferenceTrace_conv.csv
+
+fuzz: $(STAMP)
+	$(BIN)/pytest -m fuzz tests/fuzz
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_speed.py

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,4 +42,5 @@ class InputError(Exception):
         if where and self.line is not None:
             where = f"{where}:{self.line}"
         head = " ".join(part for part in (where, self.field) if part)
-        return f"{head}: {self.message}" if head else self.message
+        message = re.sub(r"\s*\n\s*", " ", self.message).strip()  # one line, whatever it quotes
+        return f"{head}: {message}" if head else message

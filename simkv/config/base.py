@@ -117,6 +117,9 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark is not None else None
         raise InputError(f"invalid YAML: {err.problem or err}", file=file, line=line) from None
+    except yaml.reader.ReaderError as err:
+        line = text[: err.position].count("\n") + 1
+        raise InputError(f"invalid YAML: {err.reason}", file=file, line=line) from None
     except yaml.YAMLError as err:
         raise InputError(f"invalid YAML: {err}", file=file) from None
     lines: dict[KeyPath, int] = {}

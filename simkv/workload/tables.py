@@ -32,8 +32,10 @@ def value_problem(value: object, minimum: float, integer: bool, maximum: float =
     shown = repr(value) if isinstance(value, str) else str(getattr(value, "item", lambda: value)())
     try:
         number = float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        return f"must be ≤ {maximum:g}, got a number of {len(str(value))} digits"
     except (TypeError, ValueError):
-        return f"not a number: {shown}"
+        return f"not a number: {shown[:40]}"
     if not np.isfinite(number):
         return f"not a finite number: {shown}"
     if integer and number != int(number):
@@ -41,6 +43,22 @@ def value_problem(value: object, minimum: float, integer: bool, maximum: float =
     if number > maximum:
         return f"must be ≤ {maximum:g}, got {shown}"
     return f"must be ≥ {minimum:g}, got {shown}"
+
+
+def _float_or_nan(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return np.nan
+
+
+def _floats(raw: pd.Series) -> np.ndarray:
+    """A column as float64, NaN where a cell is not a number (an integer too large for a
+    float included, which pandas refuses with OverflowError)."""
+    try:
+        return pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    except (OverflowError, TypeError, ValueError):
+        return np.array([_float_or_nan(v) for v in raw], dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -73,7 +91,7 @@ class Table:
         raw = self.column(name)
         is_bool = raw.map(lambda v: isinstance(v, bool | np.bool_)).to_numpy(bool)
         numeric = raw.where(~is_bool, np.nan) if is_bool.any() else raw
-        values = pd.to_numeric(numeric, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+        values = _floats(numeric)
         bad = ~np.isfinite(values) | (values < minimum) | (values > maximum) | is_bool
         if integer:
             bad |= values != np.floor(values)
