@@ -164,15 +164,15 @@ def run(
     ] = False,
 ) -> None:
     """Simulate one config; write frames, summary, resolved config and report.html."""
-    from simkv.config.sim import load_config
+    from simkv.config.sim import load_config, located_in
     from simkv.report.run_report import write_run_report
     from simkv.runner import simulate, write_run
 
     with _input_errors(ctx):
         cfg = load_config(config, set_ or [])
         out_dir = _out_dir(out or Path("reports") / cfg.name)
-        with stderr_progress(f"simulating {cfg.name}") as progress:
-            result = simulate(cfg, config.parent, progress=progress, check_invariants=check)
+        with located_in(config, set_ or []), stderr_progress(f"simulating {cfg.name}") as pr:
+            result = simulate(cfg, config.parent, progress=pr, check_invariants=check)
         paths = write_run(result, out_dir)
         paths.append(write_run_report(out_dir))
     _print_summary(result.summary, f"{cfg.name}: {result.wall_s:.2f} s wall")
@@ -187,10 +187,10 @@ def validate(
     set_: SetOption = None,
 ) -> None:
     """Validate a run config and print it fully resolved (every default and preset value)."""
-    from simkv.config.sim import dump_resolved, load_config
+    from simkv.config.sim import dump_resolved, load_config, located_in
     from simkv.runner import kv_sizing
 
-    with _input_errors(ctx):
+    with _input_errors(ctx), located_in(config, set_ or []):
         cfg = load_config(config, set_ or [])
         sizing = kv_sizing(cfg)
     typer.echo(dump_resolved(cfg), nl=False)

@@ -126,3 +126,10 @@ def test_sweep_variant_name_with_mathtext_is_drawn_as_written(tiny: Path, tmp_pa
     result = runner.invoke(app, ["sweep", str(sweep), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "$\\foo$" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_run_time_config_error_names_file_and_line(tiny: Path, tmp_path: Path) -> None:
+    tiny.write_text(tiny.read_text().replace("num_blocks: 40", "num_blocks: 3"))
+    line = _one_error(["run", str(tiny), "--out", str(tmp_path / "o")], f"{tiny}:9 kv_cache:")
+    assert "the KV cache holds 12 tokens" in line
+    assert not (tmp_path / "o").exists()

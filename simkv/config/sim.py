@@ -8,6 +8,8 @@ returns typed objects; internals never see raw dicts. The report prints
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -281,6 +283,25 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> SimConf
     apply_measured_engine(doc)
     expand_profile(doc)
     return validate(SimConfig, doc)
+
+
+@contextmanager
+def located_in(path: str | Path, overrides: list[str]) -> Iterator[None]:
+    """Give an :class:`InputError` raised after validation (say, by KV sizing) that names a
+    config key but no file the place of that key: ``--set`` if an override wrote it, else
+    ``file:line`` in the config."""
+    try:
+        yield
+    except InputError as err:
+        if err.file is not None or err.field is None:
+            raise
+        doc = load_yaml(path)
+        apply_overrides(doc, overrides)
+        keys = tuple(err.field.split("."))
+        if doc.from_set(keys):
+            raise InputError(err.message, file="--set", field=err.field) from None
+        line = doc.line_of(keys)
+        raise InputError(err.message, file=path, line=line, field=err.field) from None
 
 
 def dump_resolved(cfg: SimConfig) -> str:
