@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,5 +41,6 @@ class InputError(Exception):
         if where and self.line is not None:
             where = f"{where}:{self.line}"
         head = " ".join(part for part in (where, self.field) if part)
-        message = re.sub(r"\s*\n\s*", " ", self.message).strip()  # one line, whatever it quotes
+        # one line, whatever the message quotes (str.splitlines knows every line boundary)
+        message = " ".join(part.strip() for part in self.message.splitlines()).strip()
         return f"{head}: {message}" if head else message

@@ -218,6 +218,9 @@ def _one_error(item: Any, doc: YamlDoc, model: type[BaseModel] | None) -> InputE
             message += f" (did you mean {close[0]}?)"
     elif model_level:
         path, message = _named_key(message, doc.data, path)
+    elif item["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        tag = str(item.get("ctx", {}).get("discriminator", "")).strip("'")
+        path = (*path, tag) if tag and (not path or path[-1] != tag) else path
     field = ".".join(str(p) for p in path) or None
     if doc.from_set(path):
         return InputError(message, file="--set", field=field)

@@ -161,3 +161,9 @@ def test_numbers_and_names_out_of_range_are_set_errors(
     assert err.file == "--set"
     assert err.field is not None
     assert err.field.startswith(field)
+
+
+def test_bad_kind_from_set_is_blamed_on_set_and_stays_one_line(tmp_path: Path) -> None:
+    err = _config_error(tmp_path, CONFIG, ["workload.kind=\x1f\rx"])
+    assert (err.file, err.field) == ("--set", "workload.kind")
+    assert len(err.format().splitlines()) == 1
