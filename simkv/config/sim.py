@@ -22,6 +22,7 @@ from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.limits import MAX_GPU_GIB, MAX_SWAP_GIB, MAX_TOKENS, MAX_TP, FolderName, Tokens
 from simkv.config.policy import PreemptionConfig, SchedulerConfig, VllmV1Config
 from simkv.config.profile import expand_profile
+from simkv.config.safe_yaml import load_bounded
 from simkv.config.workload import WorkloadConfig, check_sampling_scheduler
 from simkv.errors import InputError
 
@@ -148,9 +149,11 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
     if not sep or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_0-9][\w]*)*", key):
         raise InputError(f"expected key.path=value, got {item!r}", field="--set")
     try:
-        value = yaml.safe_load(raw) if raw else ""
+        value = load_bounded(raw, "--set")[0] if raw else ""
     except yaml.YAMLError:
         value = raw
+    except InputError as err:  # beyond the loader's limits
+        raise InputError(err.message, file="--set", field=key) from None
     return key.split("."), value
 
 

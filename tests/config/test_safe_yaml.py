@@ -167,3 +167,9 @@ def test_bad_kind_from_set_is_blamed_on_set_and_stays_one_line(tmp_path: Path) -
     err = _config_error(tmp_path, CONFIG, ["workload.kind=\x1f\rx"])
     assert (err.file, err.field) == ("--set", "workload.kind")
     assert len(err.format().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "[" * 3000 + "]" * 3000, "&a [*a]"])
+def test_hostile_set_value_is_a_set_error(tmp_path: Path, value: str) -> None:
+    err = _config_error(tmp_path, CONFIG, [f"seed={value}"])
+    assert (err.file, err.field) == ("--set", "seed")
