@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal, Self
 
-from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from simkv.config.base import Frozen
-from simkv.config.limits import Tokens
+from simkv.config.limits import MAX_GPU_GIB, Tokens
 from simkv.presets import PresetKind, list_presets, read_preset
 
 DType = Literal["fp16", "bf16", "fp32", "fp8"]
@@ -186,7 +186,7 @@ class GpuSpec(Frozen):
     """
 
     name: str
-    memory_bytes: PositiveInt
+    memory_bytes: int = Field(ge=1, le=int(MAX_GPU_GIB) << 30, description="bytes, ≤ 1024 GiB")
     peak_tflops: PositiveFloat
     peak_fp8_tflops: PositiveFloat | None = None
     hbm_bandwidth_gbps: PositiveFloat

@@ -25,6 +25,8 @@ MAX_LOG_TOKENS = math.log(MAX_TOKENS)
 """Largest ``mu`` (mean of log length) of a lognormal length: e^mu ≤ MAX_TOKENS."""
 MAX_LOG_SIGMA = 10.0
 """Largest ``sigma`` (std of log length) of a lognormal length."""
+MAX_BLOCKS = 2**26
+"""Most KV blocks per GPU (given or derived): the simulator keeps per-block tables."""
 MAX_TP = 1024
 """Largest tensor-parallel degree."""
 

@@ -19,7 +19,14 @@ from pydantic import Field, model_validator
 from simkv.config.base import Frozen, YamlDoc, load_yaml, validate
 from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
-from simkv.config.limits import MAX_GPU_GIB, MAX_SWAP_GIB, MAX_TOKENS, MAX_TP, FolderName, Tokens
+from simkv.config.limits import (
+    MAX_BLOCKS,
+    MAX_GPU_GIB,
+    MAX_SWAP_GIB,
+    MAX_TP,
+    FolderName,
+    Tokens,
+)
 from simkv.config.policy import PreemptionConfig, SchedulerConfig, VllmV1Config
 from simkv.config.profile import expand_profile
 from simkv.config.safe_yaml import load_bounded
@@ -54,7 +61,7 @@ class KVCacheConfig(Frozen):
         description="per-GPU activation/workspace memory kept out of the KV pool, GiB",
     )
     num_blocks: int | None = Field(
-        None, ge=1, le=MAX_TOKENS, description="GPU blocks, given directly"
+        None, ge=1, le=MAX_BLOCKS, description="GPU blocks, given directly (≤ 2^26)"
     )
     capacity_gib: float | None = Field(
         None, gt=0, le=MAX_GPU_GIB, description="KV GiB per GPU, given directly (≤ 1024)"

@@ -173,3 +173,16 @@ def test_bad_kind_from_set_is_blamed_on_set_and_stays_one_line(tmp_path: Path) -
 def test_hostile_set_value_is_a_set_error(tmp_path: Path, value: str) -> None:
     err = _config_error(tmp_path, CONFIG, [f"seed={value}"])
     assert (err.file, err.field) == ("--set", "seed")
+
+
+def test_gpu_memory_and_kv_blocks_are_bounded(tmp_path: Path) -> None:
+    from simkv.runner import kv_sizing
+
+    err = _config_error(tmp_path, CONFIG, ["gpu.memory_bytes=100000000000000000000"])
+    assert (err.file, err.field) == ("--set", "gpu.memory_bytes")
+    path = tmp_path / "tiny-model.yaml"
+    path.write_text(CONFIG)
+    tiny_model = ["model.num_layers=1", "model.num_kv_heads=1", "model.num_attention_heads=1",
+                  "model.head_dim=1", "kv_cache.block_size=1"]  # fmt: skip
+    with pytest.raises(InputError, match="KV blocks per GPU, more than"):
+        kv_sizing(load_config(path, tiny_model))
