@@ -29,6 +29,8 @@ CI_EXAMPLES = 100
 LONG_EXAMPLES = 3000
 CI = settings(max_examples=CI_EXAMPLES, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+LONG_TRACES = settings(max_examples=500, deadline=None,  # ~0.4 s each when valid
+                       suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 CI_TRACES = settings(max_examples=40, deadline=None,  # a valid trace draws figures: slower
                      suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 LONG = settings(max_examples=LONG_EXAMPLES, deadline=None,
@@ -162,7 +164,7 @@ VALUES = [
     "", "null", "true", "false", "0", "-1", "1", "3", "1e30", ".inf", "-.inf", ".nan",
     "9" * 60, "1.5", "[]", "{}", "[1, 2]", "{kind: orca}", "orca", "table", "roofline",
     "static", "vllm_v0", "swap", "hash", "radix", "..", "a" * 300, "'$\\foo$'", "&a [*a]",
-    "[" * 200 + "]" * 200, "!!binary aGk=", "2023-01-01", "0x10", "1_000",
+    "[" * 200 + "]" * 200, "!!binary aGk=", "2023-01-01", "0x10", "1_000", "9" * 5000,
 ]  # fmt: skip
 set_items = st.tuples(
     st.sampled_from(KEYS) | st.from_regex(r"[a-z_]{1,8}(\.[a-z_]{1,8}){0,3}", fullmatch=True),
@@ -245,7 +247,7 @@ def test_fuzz_traces(rows: list[str], jsonl: bool) -> None:
 
 
 @pytest.mark.fuzz
-@LONG
+@LONG_TRACES
 @given(rows=st.lists(cells | st.text(max_size=10), min_size=1, max_size=8), jsonl=st.booleans())
 def test_fuzz_traces_long(rows: list[str], jsonl: bool) -> None:
     _check_trace(rows, jsonl)
