@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -49,11 +52,47 @@ def _main(
             "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of an input error.")
+    ] = False,
 ) -> None:
     """Discrete-event simulator of LLM-serving KV-cache memory management."""
+    ctx.obj = {"debug": debug}
     if ctx.invoked_subcommand is None:  # bare `simkv`: the help, and success
         typer.echo(ctx.get_help())
         raise typer.Exit()
+
+
+@contextmanager
+def _input_errors(ctx: typer.Context) -> Iterator[None]:
+    """The CLI's error boundary: an :class:`InputError` (or an OS error writing an output)
+    becomes its lines on stderr and exit code 2; ``--debug`` shows the traceback instead."""
+    obj = ctx.find_root().obj
+    debug = isinstance(obj, dict) and bool(obj.get("debug"))
+    try:
+        yield
+    except InputError as err:
+        if debug:
+            raise
+        raise _fail(err) from None
+    except OSError as err:
+        if debug:
+            raise
+        raise _fail(InputError(f"cannot write: {err.strerror}", file=err.filename)) from None
+
+
+def _out_dir(path: Path) -> Path:
+    """``path`` if it can be an output folder (nothing is created): an existing file or device,
+    or a folder whose nearest existing ancestor is not a writable folder, is an
+    :class:`InputError` naming it."""
+    if path.exists() and not path.is_dir():
+        raise InputError("output is not a folder", file=path)
+    ancestor = path.absolute()
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise InputError(f"cannot create the output folder under {ancestor}", file=path)
+    return path
 
 
 def _int_list(text: str, option: str) -> tuple[int, ...]:
@@ -81,6 +120,7 @@ def _print_study(study: WasteStudy, paths: list[Path]) -> None:
 
 @app.command()
 def waste(
+    ctx: typer.Context,
     trace: Annotated[Path, typer.Argument(help="Trace: Azure, ShareGPT, Mooncake or lengths.")],
     block_sizes: Annotated[
         str, typer.Option(help="Paged block sizes, comma-separated.")
@@ -103,7 +143,7 @@ def waste(
     # matplotlib is imported only by the command that draws, to keep `simkv --help` quick
     from simkv.report.waste_figures import write_waste_figures
 
-    try:
+    with _input_errors(ctx):
         params = make_params(
             block_sizes=_int_list(block_sizes, "--block-sizes"),
             max_context_len=max_context,
@@ -111,14 +151,13 @@ def waste(
             replay_requests=replay_requests,
         )
         study = run_waste_study(read_lengths(trace, column=column), params)
-    except InputError as err:
-        raise _fail(err) from None
-    out_dir = out or Path("reports") / f"waste-{trace.stem}"
-    _print_study(study, study.write_csv(out_dir) + write_waste_figures(study, out_dir))
+        out_dir = _out_dir(out or Path("reports") / f"waste-{trace.stem}")
+        _print_study(study, study.write_csv(out_dir) + write_waste_figures(study, out_dir))
 
 
 def _fail(err: InputError) -> typer.Exit:
-    typer.echo(f"error: {err}", err=True)
+    for line in err.lines():
+        typer.echo(f"error: {line}", err=True)
     return typer.Exit(code=2)
 
 
@@ -151,6 +190,7 @@ SetOption = Annotated[
 
 @app.command()
 def run(
+    ctx: typer.Context,
     config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
     out: Annotated[
         Path | None, typer.Option(help="Output directory [default: reports/<run name>]")
@@ -174,28 +214,27 @@ def run(
     ] = False,
 ) -> None:
     """Simulate one config; write frames, summary, resolved config and report.html."""
-    from simkv.config.sim import load_config, locate_error
+    from simkv.config.sim import load_config, located_in
     from simkv.engine.progress import SimulationStalled
     from simkv.runner import simulate, write_run
 
-    try:
+    with _input_errors(ctx):
         qs = _percentiles(percentiles)
         cfg = load_config(config, set_ or [])
-        with stderr_progress(f"simulating {cfg.name}") as progress:
-            result = simulate(cfg, config.parent, progress=progress, check_invariants=check,
-                              percentiles=qs)  # fmt: skip
-    except InputError as err:
-        raise _fail(locate_error(err, config, set_ or [])) from None
-    except SimulationStalled as err:  # a run-time failure, not bad input: exit 1
-        typer.echo(f"error: {config}: {err}", err=True)
-        raise typer.Exit(code=1) from None
-    from simkv.report.run_report import write_run_report
+        out_dir = _out_dir(out or Path("reports") / cfg.name)
+        try:
+            with located_in(config, set_ or []), stderr_progress(f"simulating {cfg.name}") as pr:
+                result = simulate(cfg, config.parent, progress=pr, check_invariants=check,
+                                  percentiles=qs)  # fmt: skip
+        except SimulationStalled as err:  # a run-time failure, not bad input: exit 1
+            typer.echo(f"error: {config}: {err}", err=True)
+            raise typer.Exit(code=1) from None
+        from simkv.report.run_report import write_run_report  # the report stack, only now
 
-    out_dir = out or Path("reports") / cfg.name
-    with stderr_status(f"writing {out_dir}: frames, summary and report.html"):
-        paths = write_run(result, out_dir, fmt)
-        if trace:
-            paths.append(_write_trace(out_dir, result.frames))
+        with stderr_status(f"writing {out_dir}: frames, summary and report.html"):
+            paths = write_run(result, out_dir, fmt)
+            if trace:
+                paths.append(_write_trace(out_dir, result.frames))
         paths.append(write_run_report(out_dir))
     _print_summary(result.summary, f"{cfg.name}: {result.wall_s:.2f} s wall")
     for path in paths:
@@ -221,18 +260,17 @@ def trace_cmd(
 
 @app.command()
 def validate(
+    ctx: typer.Context,
     config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
     set_: SetOption = None,
 ) -> None:
     """Validate a run config and print it fully resolved (every default and preset value)."""
-    from simkv.config.sim import dump_resolved, load_config
+    from simkv.config.sim import dump_resolved, load_config, located_in
     from simkv.runner import kv_sizing
 
-    try:
+    with _input_errors(ctx), located_in(config, set_ or []):
         cfg = load_config(config, set_ or [])
         sizing = kv_sizing(cfg)
-    except InputError as err:
-        raise _fail(err) from None
     typer.echo(dump_resolved(cfg), nl=False)
     typer.echo(
         f"# KV cache: {sizing.num_blocks} blocks x {sizing.block_size} tokens = "
@@ -252,6 +290,7 @@ def schema() -> None:
 
 @app.command()
 def sweep(
+    ctx: typer.Context,
     sweep_file: Annotated[Path, typer.Argument(help="Sweep file (YAML): base config + axes.")],
     out: Annotated[
         Path | None, typer.Option(help="Output directory [default: reports/<sweep name>]")
@@ -276,19 +315,20 @@ def sweep(
     from simkv.sweep.run import run_sweep
 
     try:
-        with stderr_progress(f"sweep {sweep_file.name}") as progress:
-            result = run_sweep(
-                sweep_file,
-                out,
-                executor=executor.value,
-                jobs=jobs,
-                resume=resume,
-                ray_address=ray_address,
-                progress=progress,
-                run_timeout_s=run_timeout or None,
-            )
-    except InputError as err:
-        raise _fail(err) from None
+        with _input_errors(ctx):
+            if out is not None:
+                _out_dir(out)
+            with stderr_progress(f"sweep {sweep_file.name}") as progress:
+                result = run_sweep(
+                    sweep_file,
+                    out,
+                    executor=executor.value,
+                    jobs=jobs,
+                    resume=resume,
+                    ray_address=ray_address,
+                    progress=progress,
+                    run_timeout_s=run_timeout or None,
+                )
     except KeyboardInterrupt:
         typer.echo(
             "interrupted: the runs in progress were stopped (their folders stay incomplete); "
@@ -297,7 +337,8 @@ def sweep(
             err=True,
         )
         raise typer.Exit(code=130) from None
-    report = write_sweep_report(result.out_dir)
+    with _input_errors(ctx):
+        report = write_sweep_report(result.out_dir)
     typer.echo(
         f"{result.ran} runs ran, {result.skipped} skipped (complete), {result.failed} failed "
         f"in {result.wall_s:.1f} s ({executor.value})"
@@ -310,6 +351,7 @@ def sweep(
 
 @app.command()
 def report(
+    ctx: typer.Context,
     run_dirs: Annotated[list[Path], typer.Argument(help="Run or sweep folders.")],
     out: Annotated[
         Path | None, typer.Option(help="Comparison report file [default: reports/compare.html]")
@@ -319,21 +361,21 @@ def report(
     from simkv.report.run_report import render_comparison_report, write_run_report
     from simkv.report.sweep_report import write_sweep_report
 
-    for run_dir in run_dirs:
-        if not run_dir.is_dir():
-            raise _fail(InputError("not a run or sweep folder", file=run_dir))
-    try:
+    with _input_errors(ctx):
+        for run_dir in run_dirs:
+            if not run_dir.is_dir():
+                raise InputError("not a run or sweep folder", file=run_dir)
         if len(run_dirs) > 1:
             target = out or Path("reports") / "compare.html"
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_dir() or (target.exists() and not target.is_file()):
+                raise InputError("output is not a regular file", file=target)
+            _out_dir(target.parent)
             target.write_text(render_comparison_report(run_dirs), encoding="utf-8")
             written = [target]
         else:
             one = run_dirs[0]
             sweep_dir = (one / "sweep.parquet").is_file()
             written = [write_sweep_report(one) if sweep_dir else write_run_report(one)]
-    except InputError as err:
-        raise _fail(err) from None
     for path in written:
         typer.echo(f"wrote {path}")
 
@@ -360,6 +402,7 @@ def _print_validation(title: str, rows: list[dict[str, str]], lines: list[str]) 
 
 @app.command()
 def compare(
+    ctx: typer.Context,
     run_dir: Annotated[Path, typer.Argument(help="Run folder of a replay of the measurement.")],
     measured: Annotated[
         Path, typer.Option(help="Measured run: run folder, vllm bench JSON or generic CSV.")
@@ -378,10 +421,8 @@ def compare(
         write_comparison,
     )
 
-    try:
+    with _input_errors(ctx):
         cmp = compare_with_measured(run_dir, measured)
-    except InputError as err:
-        raise _fail(err) from None
     title = f"{cmp.run.name} vs measured {cmp.measured.label}"
     notes = [headline_text(cmp.validation), *cmp.validation.notes]
     _print_validation(title, table_rows(cmp.validation.rows), notes)
@@ -428,11 +469,12 @@ def _print_calibration(cal: Calibration, out: Path) -> None:
         console.print(f"note: {knob} ended at a bound of its range (simkv.calibrate.fit.KNOBS)")
     for note in cal.notes:
         console.print(f"note: {note}")
-    console.print(f"wrote {out}")
+    typer.echo(f"wrote {out}")
 
 
 @app.command()
 def calibrate(
+    ctx: typer.Context,
     sources: Annotated[
         list[Path],
         typer.Argument(
@@ -479,7 +521,7 @@ def calibrate(
     from simkv.calibrate.api import calibrate as run_calibration
     from simkv.config.profile import read_profile, write_profile
 
-    try:
+    with _input_errors(ctx):
         cal = run_calibration(
             sources,
             start=read_profile(start) if start else None,
@@ -490,8 +532,6 @@ def calibrate(
             tp=_int_list(tp, "--tp") if tp else None,
             max_evaluations=max_evals,
         )
-    except InputError as err:
-        raise _fail(err) from None
     path = out or Path("reports") / f"calibrate-{cal.label}" / "profile.yaml"
     header = [
         f"simkv calibration profile: {cal.level}-level fit on {', '.join(map(str, sources))}",

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simkv.config.limits import MAX_BLOCKS
 from simkv.config.policy import OrcaConfig, StaticConfig, VllmV0Config, VllmV1Config
 from simkv.config.sim import GIB, SimConfig, dump_resolved
 from simkv.engine.capacity import InsufficientMemory, blocks_from_bytes, kv_capacity_blocks
@@ -93,6 +94,12 @@ def kv_sizing(cfg: SimConfig) -> KVSizing:
             )  # fmt: skip
     except InsufficientMemory as err:
         raise InputError(str(err), field="kv_cache") from None
+    if blocks > MAX_BLOCKS:
+        raise InputError(
+            f"{blocks:,} KV blocks per GPU, more than the {MAX_BLOCKS:,} the simulator holds; "
+            "use a larger block_size or less memory",
+            field="kv_cache",
+        )
     block_bytes = kv.block_size * model.kv_bytes_per_token // tp
     swap_blocks = int(kv.swap_space_gib * GIB) // block_bytes
     return KVSizing(blocks, kv.block_size, block_bytes, swap_blocks)

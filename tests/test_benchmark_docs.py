@@ -74,7 +74,7 @@ def test_demo_installs_no_extras_and_test_installs_test_and_ray_extras(tmp_path:
     def commands(target: str) -> str:
         venv = tmp_path / f"venv-{target}"  # a fresh venv: make plans the whole install
         plan = subprocess.run(
-            ["make", "-n", "-C", str(ROOT), target, f"VENV={venv}"],
+            ["make", "-n", "--no-print-directory", "-C", str(ROOT), target, f"VENV={venv}"],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         return plan.stdout

@@ -6,12 +6,15 @@ through :func:`load_yaml` so that a validation error names ``file:line key.path`
 
 from __future__ import annotations
 
+import difflib
+import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from simkv.config.safe_yaml import decode_utf8, load_bounded
 from simkv.errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
@@ -19,18 +22,51 @@ KeyPath = tuple[str | int, ...]
 
 
 class Frozen(BaseModel):
-    """Base of all config models: ``extra="forbid"``, frozen, validated once at the edge."""
+    """Base of all config models: ``extra="forbid"``, frozen, validated once at the edge.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Floats are finite (no ``.inf``/``.nan``), and a boolean is refused where the field does not
+    take booleans (``true`` is not the integer 1).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                field = cls.model_fields.get(key) if isinstance(key, str) else None
+                if isinstance(value, bool) and field and not _takes_bool(field.annotation):
+                    raise ValueError(f"{key}: expected a number or a name, got a boolean")
+        return data
+
+
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a field annotation admits ``bool`` (or anything)."""
+    if annotation is bool or annotation is Any:
+        return True
+    return any(_takes_bool(arg) for arg in get_args(annotation))
 
 
 class YamlDoc:
-    """A parsed YAML document plus the line (1-based) of every key and list item."""
+    """A parsed YAML document plus the line (1-based) of every key and list item.
 
-    def __init__(self, data: Any, lines: dict[KeyPath, int], file: str) -> None:
+    ``set_paths`` holds the key paths that ``--set`` items wrote (see
+    :func:`simkv.config.sim.apply_overrides`): an error there is blamed on ``--set``, not on a
+    line of the file.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        lines: dict[KeyPath, int],
+        file: str,
+        set_paths: set[KeyPath] | None = None,
+    ) -> None:
         self.data = data
         self.lines = lines
         self.file = file
+        self.set_paths = set_paths if set_paths is not None else set()
 
     def line_of(self, path: KeyPath) -> int | None:
         """Line of ``path`` or of its nearest ancestor that has one."""
@@ -39,6 +75,25 @@ class YamlDoc:
             if line is not None:
                 return line
         return None
+
+    def from_set(self, path: KeyPath) -> bool:
+        """Whether ``path`` was written by ``--set`` rather than by the file: a ``--set`` key path
+        is a prefix of it, or shares a longer prefix with it than any key of the file does."""
+        if any(path[: len(key)] == key for key in self.set_paths):
+            return True
+        in_file = max((cut for cut in range(len(path) + 1) if path[:cut] in self.lines), default=0)
+        in_set = max((_common(path, key) for key in self.set_paths), default=0)
+        return in_set > in_file
+
+
+def _common(a: KeyPath, b: KeyPath) -> int:
+    """Length of the common prefix of two key paths."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _index_lines(node: yaml.Node, path: KeyPath, out: dict[KeyPath, int]) -> None:
@@ -54,14 +109,19 @@ def _index_lines(node: yaml.Node, path: KeyPath, out: dict[KeyPath, int]) -> Non
 
 
 def parse_yaml(text: str, file: str) -> YamlDoc:
-    """Parse YAML text; syntax errors become :class:`InputError` with the line."""
+    """Parse YAML text within :mod:`simkv.config.safe_yaml`'s limits; syntax errors and limits
+    become :class:`InputError` with the line."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data, node = load_bounded(text, file)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark is not None else None
         raise InputError(f"invalid YAML: {err.problem or err}", file=file, line=line) from None
+    except yaml.reader.ReaderError as err:
+        line = text[: err.position].count("\n") + 1
+        raise InputError(f"invalid YAML: {err.reason}", file=file, line=line) from None
+    except yaml.YAMLError as err:
+        raise InputError(f"invalid YAML: {err}", file=file) from None
     lines: dict[KeyPath, int] = {}
     if node is not None:
         _index_lines(node, (), lines)
@@ -69,15 +129,15 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
 
 
 def load_yaml(path: str | Path) -> YamlDoc:
-    """Read and parse a YAML file; a missing file is an :class:`InputError`."""
+    """Read and parse a YAML file; a missing or non-UTF-8 file is an :class:`InputError`."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror}", file=path) from None
-    return parse_yaml(text, str(path))
+    return parse_yaml(decode_utf8(raw, str(path)), str(path))
 
 
-def _data_path(data: Any, loc: tuple[str | int, ...]) -> KeyPath:
+def _data_path(data: Any, loc: tuple[str | int, ...], keep_last: bool = True) -> KeyPath:
     """Drop pydantic's union-tag segments from ``loc`` so it matches the document's keys."""
     out: list[str | int] = []
     node = data
@@ -93,20 +153,93 @@ def _data_path(data: Any, loc: tuple[str | int, ...]) -> KeyPath:
             out.append(part)
             node = None
     # a missing or unknown key that is not in the data is still the key the user must see
-    if loc and (not out or out[-1] != loc[-1]) and isinstance(loc[-1], str):
+    if keep_last and loc and (not out or out[-1] != loc[-1]) and isinstance(loc[-1], str):
         out.append(loc[-1])
     return tuple(out)
 
 
-def error_from_validation(err: ValidationError, doc: YamlDoc) -> InputError:
-    """The first pydantic error as ``file:line key.path: message``."""
-    first = err.errors()[0]
-    path = _data_path(doc.data, tuple(first["loc"]))
-    field = ".".join(str(p) for p in path) or None
-    message = first["msg"]
-    if first["type"] == "extra_forbidden":
+def _keys_near(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model(s) at ``loc[:-1]`` below ``model`` (union tags followed)."""
+    models = [model]
+    for part in loc[:-1]:
+        fields = [m.model_fields[part] for m in models if part in m.model_fields]
+        if fields:
+            models = [sub for f in fields for sub in _models_in(f.annotation)]
+        else:  # a union tag pydantic inserted: keep the member whose kind it names
+            tagged = [m for m in models if part in get_args(_kind_of(m))]
+            models = tagged or models
+    return sorted({name for m in models for name in m.model_fields})
+
+
+def _kind_of(model: type[BaseModel]) -> Any:
+    field = model.model_fields.get("kind")
+    return field.annotation if field is not None else None
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in get_args(annotation) for model in _models_in(arg)]
+
+
+def _named_key(message: str, data: Any, path: KeyPath) -> tuple[KeyPath, str]:
+    """The first key path that a model-level message names (``kv_cache.prefix_caching needs
+    ...``) and that the data has below ``path`` (else ``path``), and the message without a
+    leading ``key: ``."""
+    node = data
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    for word in re.findall(r"[A-Za-z_][\w.]*\w", message):
+        keys, here = tuple(word.split(".")), node
+        for key in keys:
+            here = here.get(key, _MISSING) if isinstance(here, dict) else _MISSING
+        if here is not _MISSING:
+            rest = message[len(word) :].lstrip(": ") if message.startswith(word) else message
+            return (*path, *keys), rest
+    return path, message
+
+
+_MISSING = object()
+_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def _one_error(item: Any, doc: YamlDoc, model: type[BaseModel] | None) -> InputError:
+    loc = tuple(item["loc"])
+    model_level = item["type"] in ("value_error", "assertion_error")
+    path = _data_path(doc.data, loc, keep_last=not model_level)
+    message = str(item["msg"])
+    for prefix in _PREFIXES:
+        message = message.removeprefix(prefix)
+    if item["type"] == "extra_forbidden":
         message = "unknown key"
+        near = _keys_near(model, loc) if model is not None else []
+        close = difflib.get_close_matches(str(loc[-1]), near, n=1, cutoff=0.6)
+        if close:
+            message += f" (did you mean {close[0]}?)"
+    elif model_level:
+        path, message = _named_key(message, doc.data, path)
+    elif item["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        tag = str(item.get("ctx", {}).get("discriminator", "")).strip("'")
+        path = (*path, tag) if tag and (not path or path[-1] != tag) else path
+    field = ".".join(str(p) for p in path) or None
+    if doc.from_set(path):
+        return InputError(message, file="--set", field=field)
     return InputError(message, file=doc.file, line=doc.line_of(path), field=field)
+
+
+def error_from_validation(
+    err: ValidationError, doc: YamlDoc, model: type[BaseModel] | None = None
+) -> InputError:
+    """Every pydantic error as ``file:line key.path: message``, sorted by line (``--set`` ones
+    last); the first is the error, the others its ``also``. ``model`` (the validated model)
+    lets an unknown key suggest the closest known one."""
+    errors = [_one_error(item, doc, model) for item in err.errors()]
+    unique = list({e.format(): e for e in errors}.values())
+    unique.sort(key=lambda e: (e.file == "--set", e.line or 0))
+    first = unique[0]
+    return InputError(
+        first.message, file=first.file, line=first.line, field=first.field, also=unique[1:]
+    )
 
 
 def validate(model: type[M], doc: YamlDoc) -> M:
@@ -114,4 +247,4 @@ def validate(model: type[M], doc: YamlDoc) -> M:
     try:
         return model.model_validate(doc.data)
     except ValidationError as err:
-        raise error_from_validation(err, doc) from None
+        raise error_from_validation(err, doc, model) from None

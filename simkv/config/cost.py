@@ -13,6 +13,7 @@ absolute times matter.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Annotated, Literal
 from pydantic import Field, NonNegativeFloat, PositiveInt
 
 from simkv.config.base import Frozen
+from simkv.config.safe_yaml import decode_utf8
 from simkv.errors import InputError
 
 Efficiency = Annotated[float, Field(gt=0.0, le=4.0)]
@@ -216,26 +218,27 @@ def _header(row: list[str], path: Path) -> list[str]:
 def _read_points(path: Path) -> dict[tuple[float, float], float]:
     """``{(num_tokens, kv_read_tokens): step_time_ms}``; kv_read_tokens is 0 without its column."""
     try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
-            names = _header(next(reader, []), path)
-            points: dict[tuple[float, float], float] = {}
-            for row in reader:
-                if not any(cell.strip() for cell in row):
-                    continue
-                where = (path, reader.line_num)
-                if len(row) != len(names):
-                    raise InputError(
-                        f"expected {len(names)} fields, got {len(row)}", file=path, line=where[1]
-                    )
-                values = {n: _number(c.strip(), n, where) for n, c in zip(names, row, strict=True)}
-                key = (values[_TOKENS], values.get(_KV, 0.0))
-                if key in points:
-                    message = f"duplicate row for num_tokens={key[0]:g}, kv_read_tokens={key[1]:g}"
-                    raise InputError(message, file=path, line=where[1], field=_TOKENS)
-                points[key] = values[_TIME]
+        text = decode_utf8(path.read_bytes(), str(path)).removeprefix("\ufeff")
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror}", file=path) from None
+    with io.StringIO(text, newline="") as handle:
+        reader = csv.reader(handle)
+        names = _header(next(reader, []), path)
+        points: dict[tuple[float, float], float] = {}
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            where = (path, reader.line_num)
+            if len(row) != len(names):
+                raise InputError(
+                    f"expected {len(names)} fields, got {len(row)}", file=path, line=where[1]
+                )
+            values = {n: _number(c.strip(), n, where) for n, c in zip(names, row, strict=True)}
+            key = (values[_TOKENS], values.get(_KV, 0.0))
+            if key in points:
+                message = f"duplicate row for num_tokens={key[0]:g}, kv_read_tokens={key[1]:g}"
+                raise InputError(message, file=path, line=where[1], field=_TOKENS)
+            points[key] = values[_TIME]
     if not points:
         raise InputError("no data rows", file=path, line=1)
     return points

@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal, Self
 
-from pydantic import NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from simkv.config.base import Frozen
+from simkv.config.limits import MAX_GPU_GIB, Tokens
 from simkv.presets import PresetKind, list_presets, read_preset
 
 DType = Literal["fp16", "bf16", "fp32", "fp8"]
@@ -83,7 +84,7 @@ class ModelSpec(Frozen):
     num_parameters: PositiveInt
     dtype: DType
     kv_dtype: DType | None = None
-    max_model_len: PositiveInt
+    max_model_len: Tokens
     tie_word_embeddings: bool = False
     num_experts: NonNegativeInt = 0
     experts_per_token: NonNegativeInt = 0
@@ -185,7 +186,7 @@ class GpuSpec(Frozen):
     """
 
     name: str
-    memory_bytes: PositiveInt
+    memory_bytes: int = Field(ge=1, le=int(MAX_GPU_GIB) << 30, description="bytes, ≤ 1024 GiB")
     peak_tflops: PositiveFloat
     peak_fp8_tflops: PositiveFloat | None = None
     hbm_bandwidth_gbps: PositiveFloat

@@ -8,6 +8,8 @@ returns typed objects; internals never see raw dicts. The report prints
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,8 +19,17 @@ from pydantic import Field, model_validator
 from simkv.config.base import Frozen, YamlDoc, load_yaml, validate
 from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
+from simkv.config.limits import (
+    MAX_BLOCKS,
+    MAX_GPU_GIB,
+    MAX_SWAP_GIB,
+    MAX_TP,
+    FolderName,
+    Tokens,
+)
 from simkv.config.policy import PreemptionConfig, SchedulerConfig, VllmV1Config
 from simkv.config.profile import expand_profile
+from simkv.config.safe_yaml import load_bounded
 from simkv.config.workload import WorkloadConfig, check_sampling_scheduler
 from simkv.errors import InputError
 
@@ -28,21 +39,36 @@ GIB = 1 << 30
 class ParallelConfig(Frozen):
     """Model parallelism."""
 
-    tensor_parallel: int = Field(1, ge=1, description="GPUs per model replica (TP degree)")
+    tensor_parallel: int = Field(
+        1,
+        ge=1,
+        le=MAX_TP,
+        description="GPUs per model replica (TP degree); as vLLM, it divides the model's "
+        "attention heads, and its KV heads divide it or it divides them",
+    )
 
 
 class KVCacheConfig(Frozen):
     """The paged KV cache. Capacity: ``num_blocks`` or ``capacity_gib`` if given, else derived
     as GPU memory × utilization − weights − activation reserve (per GPU)."""
 
-    block_size: int = Field(16, ge=1, description="tokens per block (vLLM default 16)")
+    block_size: Tokens = Field(16, description="tokens per block (vLLM default 16)")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="vLLM default 0.9")
     activation_reserve_gib: float = Field(
-        1.0, ge=0, description="per-GPU activation/workspace memory kept out of the KV pool"
+        1.0,
+        ge=0,
+        le=MAX_GPU_GIB,
+        description="per-GPU activation/workspace memory kept out of the KV pool, GiB",
     )
-    num_blocks: int | None = Field(None, ge=1, description="GPU blocks, given directly")
-    capacity_gib: float | None = Field(None, gt=0, description="KV bytes per GPU, given directly")
-    swap_space_gib: float = Field(4.0, ge=0, description="CPU swap space per GPU (vLLM v0: 4)")
+    num_blocks: int | None = Field(
+        None, ge=1, le=MAX_BLOCKS, description="GPU blocks, given directly (≤ 2^26)"
+    )
+    capacity_gib: float | None = Field(
+        None, gt=0, le=MAX_GPU_GIB, description="KV GiB per GPU, given directly (≤ 1024)"
+    )
+    swap_space_gib: float = Field(
+        4.0, ge=0, le=MAX_SWAP_GIB, description="CPU swap space per GPU, GiB (vLLM v0: 4)"
+    )
     reuse: str = Field("fifo", pattern="^(fifo|lifo)$", description="freed-block reuse order")
     prefix_caching: Literal["none", "hash", "radix"] | None = Field(
         None,
@@ -69,7 +95,7 @@ class SLOConfig(Frozen):
 class SimConfig(Frozen):
     """One simulation run: workload → engine (scheduler ⇄ KV memory, cost model) → metrics."""
 
-    name: str = Field("run", pattern=r"^[A-Za-z0-9_.\-]+$", description="run (folder) name")
+    name: FolderName = Field("run", description="run (folder) name")
     seed: int = Field(0, ge=0, description="seed of the run's numpy Generator")
     workload: WorkloadConfig
     model: ModelSpec = Field(description="preset name, {preset: name, **overrides} or inline")
@@ -106,7 +132,23 @@ class SimConfig(Frozen):
         check_sampling_scheduler(self.workload, kind)
         if kind == "vllm_v0" and self.preemption.victim == "lowest_priority":
             raise ValueError("preemption.victim lowest_priority needs scheduler vllm_v1")
+        _check_tensor_parallel(self.parallel.tensor_parallel, self.model)
         return self
+
+
+def _check_tensor_parallel(tp: int, model: ModelSpec) -> None:
+    """vLLM's rule: TP divides the attention heads; KV heads are split (TP divides them) or
+    replicated (they divide TP)."""
+    heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+    if heads % tp:
+        raise ValueError(
+            f"parallel.tensor_parallel {tp} must divide the model's {heads} attention heads"
+        )
+    if kv_heads % tp and tp % kv_heads:
+        raise ValueError(
+            f"parallel.tensor_parallel {tp} and the model's {kv_heads} KV heads: one must "
+            "divide the other"
+        )
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:
@@ -114,17 +156,22 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
     if not sep or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_0-9][\w]*)*", key):
         raise InputError(f"expected key.path=value, got {item!r}", field="--set")
     try:
-        value = yaml.safe_load(raw) if raw else ""
+        value = load_bounded(raw, "--set")[0] if raw else ""
     except yaml.YAMLError:
         value = raw
+    except InputError as err:  # beyond the loader's limits
+        raise InputError(err.message, file="--set", field=key) from None
     return key.split("."), value
 
 
 def _default_section(key: str) -> dict[str, Any]:
-    """The default of a top-level section as a mapping (so ``--set`` can refine it)."""
+    """A top-level section the document leaves out, as ``--set`` starts it: its default
+    ``kind`` only (the other defaults come from validation), so that switching the kind with
+    ``--set scheduler.kind=orca`` starts from the new kind's defaults."""
     field = SimConfig.model_fields.get(key)
     default = getattr(field, "default", None)
-    return default.model_dump(mode="json") if isinstance(default, Frozen) else {}
+    kind = getattr(default, "kind", None)
+    return {"kind": kind} if isinstance(kind, str) else {}
 
 
 def _parent_of(data: dict[str, Any], keys: list[str]) -> dict[str, Any]:
@@ -156,13 +203,15 @@ def _is_set(data: Any, keys: list[str]) -> bool:
 def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
     """Apply ``--set key.path=value`` items (values parsed as YAML) to the document in place.
 
-    A section the file leaves out starts from its default (``--set cost_model.x=1`` keeps the
-    default ``kind``).
+    A section the file leaves out starts from its default kind (``--set cost_model.x=1`` keeps
+    the default ``kind``). The key paths set are noted in ``doc.set_paths`` (errors there are
+    blamed on ``--set``).
     """
     for item in overrides:
         keys, value = _parse_override(item)
         if isinstance(doc.data, dict):
             _parent_of(doc.data, keys)[keys[-1]] = value
+            doc.set_paths.add(tuple(keys))
 
 
 def _measured_path(doc: YamlDoc) -> Path | None:
@@ -246,19 +295,23 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> SimConf
     return validate(SimConfig, doc)
 
 
-def locate_error(err: InputError, path: str | Path, overrides: list[str]) -> InputError:
-    """``err`` placed where its key was written: ``--set key`` when an override set it, else the
-    key's line in the config file (errors found after validation, e.g. at start-up, name only
-    the key)."""
-    if err.file is not None or err.field is None:
-        return err
-    if any(item.split("=", 1)[0].strip() == err.field for item in overrides):
-        return InputError(err.message, field=f"--set {err.field}")
+@contextmanager
+def located_in(path: str | Path, overrides: list[str]) -> Iterator[None]:
+    """Give an :class:`InputError` raised after validation (say, by KV sizing) that names a
+    config key but no file the place of that key: ``--set`` if an override wrote it, else
+    ``file:line`` in the config."""
     try:
-        line = load_yaml(path).line_of(tuple(err.field.split(".")))
-    except InputError:
-        return err
-    return InputError(err.message, file=path, line=line, field=err.field)
+        yield
+    except InputError as err:
+        if err.file is not None or err.field is None:
+            raise
+        doc = load_yaml(path)
+        apply_overrides(doc, overrides)
+        keys = tuple(err.field.split("."))
+        if doc.from_set(keys):
+            raise InputError(err.message, file="--set", field=err.field) from None
+        line = doc.line_of(keys)
+        raise InputError(err.message, file=path, line=line, field=err.field) from None
 
 
 def dump_resolved(cfg: SimConfig) -> str:

@@ -25,6 +25,14 @@ from pydantic import (
 )
 
 from simkv.config.base import Frozen
+from simkv.config.limits import (
+    MAX_LOG_SIGMA,
+    MAX_LOG_TOKENS,
+    MAX_TOKENS,
+    RequestCount,
+    Tokens,
+    TokensFloat,
+)
 from simkv.config.measured import MeasuredWorkload
 
 __all__ = [
@@ -123,8 +131,8 @@ def _check_order(low: float, high: float, low_name: str, high_name: str) -> None
 class _Clip(Frozen):
     """Optional clipping of sampled lengths to ``[min, max]`` tokens (results are always ≥ 1)."""
 
-    min: PositiveInt | None = Field(None, description="lower clip, tokens")
-    max: PositiveInt | None = Field(None, description="upper clip, tokens")
+    min: Tokens | None = Field(None, description="lower clip, tokens")
+    max: Tokens | None = Field(None, description="upper clip, tokens")
 
     @model_validator(mode="after")
     def _ordered_clip(self) -> Self:
@@ -135,13 +143,13 @@ class _Clip(Frozen):
 
 class FixedLength(_Clip):
     kind: Literal["fixed"]
-    value: PositiveInt = Field(description="length of every request, tokens")
+    value: Tokens = Field(description="length of every request, tokens")
 
 
 class UniformLength(_Clip):
     kind: Literal["uniform"]
-    low: PositiveInt = Field(description="smallest length, tokens (included)")
-    high: PositiveInt = Field(description="largest length, tokens (included)")
+    low: Tokens = Field(description="smallest length, tokens (included)")
+    high: Tokens = Field(description="largest length, tokens (included)")
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -151,18 +159,20 @@ class UniformLength(_Clip):
 
 class NormalLength(_Clip):
     kind: Literal["normal"]
-    mean: PositiveFloat = Field(description="mean length, tokens (draws rounded, ≥ 1)")
-    std: NonNegativeFloat = Field(description="standard deviation, tokens")
+    mean: TokensFloat = Field(description="mean length, tokens (draws rounded, ≥ 1)")
+    std: NonNegativeFloat = Field(le=MAX_TOKENS, description="standard deviation, tokens")
 
 
 class LognormalLength(_Clip):
     """Lognormal lengths given either (``mean``, ``median``) in tokens or (``mu``, ``sigma``)."""
 
     kind: Literal["lognormal"]
-    mean: PositiveFloat | None = Field(None, description="mean length, tokens")
-    median: PositiveFloat | None = Field(None, description="median length, tokens")
-    mu: float | None = Field(None, description="mean of log(length)")
-    sigma: NonNegativeFloat | None = Field(None, description="std of log(length)")
+    mean: TokensFloat | None = Field(None, description="mean length, tokens")
+    median: TokensFloat | None = Field(None, description="median length, tokens")
+    mu: float | None = Field(None, le=MAX_LOG_TOKENS, description="mean of log(length), ≤ ln(2^31)")
+    sigma: NonNegativeFloat | None = Field(
+        None, le=MAX_LOG_SIGMA, description=f"std of log(length), ≤ {MAX_LOG_SIGMA:g}"
+    )
 
     @model_validator(mode="after")
     def _one_pair(self) -> Self:
@@ -181,8 +191,8 @@ class ZipfLength(_Clip):
 
     kind: Literal["zipf"]
     a: PositiveFloat = Field(description="exponent (any value > 0, bounded support)")
-    low: PositiveInt = Field(1, description="smallest length, tokens")
-    high: PositiveInt = Field(description="largest length, tokens (≤ low + 10^7 - 1)")
+    low: Tokens = Field(1, description="smallest length, tokens")
+    high: Tokens = Field(description="largest length, tokens (≤ low + 10^7 - 1)")
 
     @model_validator(mode="after")
     def _support(self) -> Self:
@@ -278,7 +288,7 @@ class SyntheticWorkload(Frozen):
     """Generated requests: arrivals from a process, lengths from distributions."""
 
     kind: Literal["synthetic"]
-    num_requests: PositiveInt | None = Field(None, description="number of requests")
+    num_requests: RequestCount | None = Field(None, description="number of requests, ≤ 10^7")
     duration_s: PositiveFloat | None = Field(None, description="all arrivals before this, s")
     arrival: ArrivalConfig
     prompt_tokens: LengthConfig
@@ -300,7 +310,7 @@ class SharedPrefixWorkload(Frozen):
     """
 
     kind: Literal["shared_prefix"]
-    num_requests: PositiveInt | None = Field(None, description="number of requests")
+    num_requests: RequestCount | None = Field(None, description="number of requests, ≤ 10^7")
     duration_s: PositiveFloat | None = Field(None, description="all arrivals before this, s")
     arrival: ArrivalConfig
     num_prefixes: PositiveInt = Field(description="number of distinct shared prefixes")
@@ -350,7 +360,7 @@ class MultiTurnWorkload(Frozen):
     """
 
     kind: Literal["multi_turn"]
-    num_sessions: PositiveInt | None = Field(None, description="number of sessions")
+    num_sessions: RequestCount | None = Field(None, description="number of sessions, ≤ 10^7")
     duration_s: PositiveFloat | None = Field(None, description="sessions start before this, s")
     arrival: ArrivalConfig = Field(description="arrival process of sessions (their turn 0)")
     turns: LengthConfig = Field(description="turns per session (≥ 1)")
@@ -358,7 +368,7 @@ class MultiTurnWorkload(Frozen):
     first_prompt_tokens: LengthConfig = Field(description="prompt of turn 0, tokens")
     new_tokens: LengthConfig = Field(description="new user tokens of each later turn")
     output_tokens: LengthConfig = Field(description="answer length of every turn, tokens")
-    max_prompt_tokens: PositiveInt = Field(32768, description="longest prompt, tokens")
+    max_prompt_tokens: Tokens = Field(32768, description="longest prompt, tokens")
 
     @model_validator(mode="after")
     def _one_size(self) -> Self:

@@ -31,12 +31,19 @@ def write_frames(frames: RunFrames, out_dir: Path, fmt: FrameFormat) -> list[Pat
     for name in FRAME_NAMES:
         path = out_dir / f"{name}.{fmt.value}"
         frame: pd.DataFrame = getattr(frames, name)
-        if fmt is FrameFormat.parquet:
-            frame.to_parquet(path, index=False)
-        else:
-            frame.to_csv(path, index=False)
+        with path.open("wb") as handle:  # a handle: pyarrow reads a path like ab:12/x as a URI
+            if fmt is FrameFormat.parquet:
+                frame.to_parquet(handle, index=False)
+            else:
+                frame.to_csv(handle, index=False)
         paths.append(path)
     return paths
+
+
+def read_frame(path: Path) -> pd.DataFrame:
+    """One frame file, Parquet or CSV by its suffix, read through a file handle."""
+    with path.open("rb") as handle:
+        return pd.read_parquet(handle) if path.suffix == ".parquet" else pd.read_csv(handle)
 
 
 def frame_path(run_dir: Path, name: str) -> Path | None:
@@ -61,5 +68,5 @@ def read_frames(run_dir: Path) -> RunFrames:
         if path is None:
             message = f"not a simkv run folder: missing {name}.parquet or .csv"
             raise InputError(message, file=run_dir)
-        tables.append(pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path))
+        tables.append(read_frame(path))
     return RunFrames(*tables)

@@ -34,8 +34,10 @@ REPORT_RC: Mapping[str, object] = MappingProxyType({
     "legend.fontsize": 7.5,
     "axes.spines.top": False,
     "axes.spines.right": False,
+    "text.parse_math": False,
 })  # fmt: skip
-"""rcParams every report figure is built and saved under (byte-stable SVG, compact text);
+"""rcParams every report figure is built and saved under (byte-stable SVG, compact text; no
+mathtext, so a name such as ``$\\foo$`` from a config is drawn as written);
 read-only: use ``matplotlib.rc_context(dict(REPORT_RC))``."""
 MAX_BINS = 2000
 """At most this many time bins per step series."""

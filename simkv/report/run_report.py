@@ -9,7 +9,6 @@ through jinja2 with autoescaping on. The same folder always renders to the same 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,38 +16,23 @@ from typing import Any
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
-import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from matplotlib.figure import Figure
 
 from simkv.errors import InputError
-from simkv.metrics.files import missing_frames, read_frames
 from simkv.metrics.recorder import RunFrames
 from simkv.report import figures as fg
 from simkv.report.cache_figures import prefix_cache_figure
+from simkv.report.run_folder import RunFolder, load_run
+
+__all__ = ["RunFolder", "load_run", "render_comparison_report", "write_run_report"]
 
 REPORT_FILE = "report.html"
-_RUN_FILES = ("summary.json", "config.resolved.yaml")  # and the frames, Parquet or CSV
 _CDF_CAPTION = (
     "Empirical CDFs of TTFT, TPOT and E2EL over finished requests (TPOT: those with more than "
     "one output token) and of ITL over every inter-token gap."
 )
-
-
-@dataclass(frozen=True)
-class RunFolder:
-    """One run folder read back from disk; ``config`` is the parsed resolved YAML."""
-
-    path: Path
-    config_text: str
-    config: dict[str, Any]
-    summary: dict[str, Any]
-    frames: RunFrames
-
-    @property
-    def name(self) -> str:
-        return str(self.config.get("name") or self.path.name)
 
 
 @dataclass(frozen=True)
@@ -69,23 +53,6 @@ class FigureBlock:
     title: str
     caption: str
     svg: Markup
-
-
-def load_run(run_dir: Path) -> RunFolder:
-    """Read a run folder; :class:`InputError` if a file is missing or unreadable."""
-    missing = missing_frames(run_dir)
-    missing += [name for name in _RUN_FILES if not (run_dir / name).is_file()]
-    if missing:
-        raise InputError(f"not a simkv run folder: missing {', '.join(missing)}", file=run_dir)
-    config_text = (run_dir / "config.resolved.yaml").read_text()
-    try:
-        config = yaml.safe_load(config_text)
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise InputError(f"unreadable run file: {err}", file=run_dir) from None
-    frames = read_frames(run_dir)
-    config = config if isinstance(config, dict) else {}
-    return RunFolder(run_dir, config_text, config, summary, frames)
 
 
 def latency_samples(frames: RunFrames) -> fg.LatencySamples:

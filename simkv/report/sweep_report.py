@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from simkv.errors import InputError
 from simkv.report import figures as fg
+from simkv.report.run_folder import read_table
 from simkv.report.run_report import (
     REPORT_FILE,
     FigureBlock,
@@ -75,7 +76,7 @@ def load_sweep_folder(sweep_dir: Path) -> SweepFolder:
         name, axes = str(meta["name"]), tuple(str(axis) for axis in meta["axes"])
     except (ValueError, KeyError, TypeError) as err:
         raise InputError(f"unreadable sweep.json: {err}", file=sweep_dir / "sweep.json") from None
-    table = pd.read_parquet(sweep_dir / "sweep.parquet")
+    table = read_table(sweep_dir / "sweep.parquet", ())
     missing = [c for c in ("run_id", "status", "error", *axes) if c not in table.columns]
     if missing:
         raise InputError(f"sweep.parquet lacks columns {', '.join(missing)}", file=sweep_dir)

@@ -294,7 +294,8 @@ def run_sweep(
         if progress is not None:
             progress(done, total)
     table = sweep_table(plan, runs_dir, errors)
-    table.to_parquet(out / "sweep.parquet", index=False)
+    with (out / "sweep.parquet").open("wb") as handle:  # a path, never a URI
+        table.to_parquet(handle, index=False)
     wall_s = time.perf_counter() - started
     ordered = {run.run_id: timings[run.run_id] for run in plan.runs if run.run_id in timings}
     _write_json(out / "timings.json", {"executor": executor, "total_wall_s": wall_s,

@@ -29,6 +29,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 
 from simkv.config.base import Frozen, KeyPath, YamlDoc, error_from_validation, load_yaml, validate
+from simkv.config.limits import FolderName
 from simkv.config.sim import SimConfig, apply_overrides, dump_resolved
 from simkv.errors import InputError
 from simkv.sweep.digest import run_digest
@@ -41,7 +42,7 @@ Values = Annotated[list[Any], Field(min_length=1)]
 class SweepSpec(Frozen):
     """A sweep file as written. Key paths are dotted run-config paths (``kv_cache.block_size``)."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="sweep (folder) name")
+    name: FolderName = Field(description="sweep (folder) name")
     base: str | dict[str, Any] = Field(
         description="run config path relative to the sweep file, or an inline run config"
     )
@@ -124,6 +125,19 @@ def _check_zip(spec: SweepSpec, doc: YamlDoc) -> None:
                 "key is both a grid and a zip axis",
                 file=doc.file, line=doc.line_of(("zip", key)), field=f"zip.{key}",
             )  # fmt: skip
+
+
+def _check_values(spec: SweepSpec, doc: YamlDoc) -> None:
+    """No axis value is null: a point needs a value to show and to chart (leave a key out of
+    the axes to keep its default)."""
+    for part, axes in (("grid", spec.grid), ("zip", spec.zipped)):
+        for key, values in axes.items():
+            for i, value in enumerate(values):
+                if value is None:
+                    raise InputError(
+                        "null is not an axis value (leave the key out to keep its default)",
+                        file=doc.file, line=doc.line_of((part, key, i)), field=f"{part}.{key}",
+                    )  # fmt: skip
 
 
 def expand(spec: SweepSpec) -> list[Point]:
@@ -288,6 +302,7 @@ def load_sweep(path: str | Path) -> SweepPlan:
     spec = validate(SweepSpec, doc)
     _check_keys(spec, doc)
     _check_zip(spec, doc)
+    _check_values(spec, doc)
     base, base_dir = _load_base(spec, doc)
     runs: dict[str, PlannedRun] = {}
     files: tuple[Path, dict[str, str]] = (base_dir, {})

@@ -16,23 +16,49 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simkv.config.safe_yaml import decode_utf8
 from simkv.errors import InputError
 
+MAX_VALUE = float(2**31)
+"""Largest token count a trace may give (as :data:`simkv.config.limits.MAX_TOKENS`)."""
 
-def value_problem(value: object, minimum: float, integer: bool) -> str:
-    """Why one raw cell is not a number ≥ ``minimum`` (integral if ``integer``)."""
+
+def value_problem(value: object, minimum: float, integer: bool, maximum: float = np.inf) -> str:
+    """Why one raw cell is not a number in [``minimum``, ``maximum``] (integral if ``integer``)."""
+    if isinstance(value, bool | np.bool_):
+        return f"not a number: {value}"
     if value is None or (isinstance(value, float) and np.isnan(value)) or str(value).strip() == "":
         return "missing value"
     shown = repr(value) if isinstance(value, str) else str(getattr(value, "item", lambda: value)())
     try:
         number = float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        return f"must be ≤ {maximum:g}, got a number of {len(str(value))} digits"
     except (TypeError, ValueError):
-        return f"not a number: {shown}"
+        return f"not a number: {shown[:40]}"
     if not np.isfinite(number):
         return f"not a finite number: {shown}"
     if integer and number != int(number):
         return f"not an integer: {shown}"
+    if number > maximum:
+        return f"must be ≤ {maximum:g}, got {shown}"
     return f"must be ≥ {minimum:g}, got {shown}"
+
+
+def _float_or_nan(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return np.nan
+
+
+def _floats(raw: pd.Series) -> np.ndarray:
+    """A column as float64, NaN where a cell is not a number (an integer too large for a
+    float included, which pandas refuses with OverflowError)."""
+    try:
+        return pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    except (OverflowError, TypeError, ValueError):
+        return np.array([_float_or_nan(v) for v in raw], dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -57,30 +83,37 @@ class Table:
             raise InputError(message, file=self.path, line=self.header_line, field=name)
         return self.frame[name]
 
-    def numbers(self, name: str, *, minimum: float, integer: bool) -> np.ndarray:
-        """Column ``name`` as float64, every value finite, ≥ minimum (and integral)."""
+    def numbers(
+        self, name: str, *, minimum: float, integer: bool, maximum: float = np.inf
+    ) -> np.ndarray:
+        """Column ``name`` as float64, every value finite, in [minimum, maximum] (and
+        integral); a boolean (``true`` in CSV or JSON) is not a number."""
         raw = self.column(name)
-        values = pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
-        bad = ~np.isfinite(values) | (values < minimum)
+        is_bool = raw.map(lambda v: isinstance(v, bool | np.bool_)).to_numpy(bool)
+        numeric = raw.where(~is_bool, np.nan) if is_bool.any() else raw
+        values = _floats(numeric)
+        bad = ~np.isfinite(values) | (values < minimum) | (values > maximum) | is_bool
         if integer:
             bad |= values != np.floor(values)
         if bad.any():
             row = int(np.argmax(bad))
-            raise self.fail(row, name, value_problem(raw.iloc[row], minimum, integer))
+            problem = value_problem(raw.iloc[row], minimum, integer, maximum)
+            raise self.fail(row, name, problem)
         return values
 
-    def ints(self, name: str, minimum: int = 1) -> np.ndarray:
-        return self.numbers(name, minimum=minimum, integer=True).astype(np.int64)
+    def ints(self, name: str, minimum: int = 1, maximum: float = MAX_VALUE) -> np.ndarray:
+        """Column ``name`` as int64 in [minimum, maximum] (token counts by default)."""
+        values = self.numbers(name, minimum=minimum, integer=True, maximum=maximum)
+        return values.astype(np.int64)
 
 
 def read_text(path: Path) -> str:
     """A file's UTF-8 text (a byte-order mark dropped); :class:`InputError` when unreadable."""
     try:
-        return path.read_text(encoding="utf-8-sig")
+        raw = path.read_bytes()
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
-    except UnicodeDecodeError:
-        raise InputError("cannot read: not UTF-8 text", file=path) from None
+    return decode_utf8(raw, str(path)).removeprefix("\ufeff")
 
 
 def _first_data_line(text: str) -> int:
@@ -128,6 +161,8 @@ def _jsonl_table(path: Path, text: str) -> Table:
             record = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputError(f"invalid JSON: {err.msg}", file=path, line=number) from None
+        except RecursionError:
+            raise InputError("invalid JSON: nested too deeply", file=path, line=number) from None
         if not isinstance(record, dict):
             raise InputError("expected a JSON object per line", file=path, line=number)
         records.append(record)

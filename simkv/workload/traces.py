@@ -87,7 +87,10 @@ class _Rows:
 
 def _azure_seconds(table: Table) -> np.ndarray:
     raw = table.column("TIMESTAMP")
-    stamps = pd.to_datetime(raw.astype(str), format="ISO8601", errors="coerce")
+    try:
+        stamps = pd.to_datetime(raw.astype(str), format="ISO8601", errors="coerce")
+    except ValueError:  # pandas refuses a column mixing UTC offsets unless utc=True
+        stamps = pd.to_datetime(raw.astype(str), format="ISO8601", errors="coerce", utc=True)
     bad = stamps.isna().to_numpy()
     if bad.any():
         row = int(np.argmax(bad))

@@ -15,7 +15,7 @@ from simkv.config.sim import load_config
 from simkv.runner import simulate
 from tests.calibrate.test_fit import TRUE, synthetic_samples
 
-RUNNER = CliRunner()
+RUNNER = CliRunner(env={"COLUMNS": "200"})  # tables and titles on one line each
 
 
 def write_steps(path: Path) -> Path:

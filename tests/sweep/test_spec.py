@@ -119,12 +119,13 @@ def test_bad_variant_value_is_reported_at_its_key(tmp_path: Path) -> None:
     assert err.value.message.startswith("run bad: Input should be 'max', 'pow2' or 'oracle'")
 
 
-def test_whole_config_rule_points_at_the_point(tmp_path: Path) -> None:
-    # the quickstart runs vllm_v1, which cannot swap: the rule spans two keys
+def test_whole_config_rule_points_at_the_key_it_names(tmp_path: Path) -> None:
+    # the quickstart runs vllm_v1, which cannot swap: the rule names preemption.mode
     path = write_sweep(tmp_path, "grid:\n  seed: [0]\n  preemption.mode: [recompute, swap]\n")
     with pytest.raises(InputError) as err:
         load_sweep(path)
-    assert (err.value.file, err.value.line, err.value.field) == (str(path), 4, None)
+    assert (err.value.file, err.value.line) == (str(path), 5)
+    assert err.value.field == "preemption.mode"
     assert "run s0-swap: " in err.value.message
     assert "vllm_v1 preempts by recompute only" in err.value.message
 
@@ -194,3 +195,30 @@ def test_shipped_sweeps_load(path: Path) -> None:
     expected = {"block_size_x_preemption": 8, "schedulers": 18, "gpu_memory": 10, "prefix_cache": 9}
     assert len(plan.runs) == expected[path.stem]
     assert len({run.run_id for run in plan.runs}) == len(plan.runs)
+
+
+@pytest.mark.parametrize("part", ["grid", "zip"])
+def test_null_axis_value_is_a_located_error(tmp_path: Path, part: str) -> None:
+    path = write_sweep(tmp_path, f"{part}:\n  kv_cache.num_blocks: [400, null]\n")
+    with pytest.raises(InputError) as err:
+        load_sweep(path)
+    assert (err.value.line, err.value.field) == (4, f"{part}.kv_cache.num_blocks")
+    assert "null is not an axis value" in err.value.message
+
+
+def test_variant_switching_kind_starts_from_that_kinds_defaults(tmp_path: Path) -> None:
+    base = tmp_path / "base.yaml"
+    base.write_text(QUICKSTART.read_text().replace("scheduler:", "old_scheduler:", 1))
+    text = base.read_text()
+    if "old_scheduler:" in text:  # drop the section: the variant must start from orca's defaults
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("old_scheduler:"))
+        end = next(
+            (i for i in range(start + 1, len(lines)) if lines[i] and not lines[i][0].isspace()),
+            len(lines),
+        )
+        base.write_text("\n".join(lines[:start] + lines[end:]) + "\n")
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"name: t\nbase: {base}\nvariants:\n  orca: {{scheduler: {{kind: orca}}}}\n")
+    plan = load_sweep(path)
+    assert plan.runs[0].config.scheduler.kind == "orca"

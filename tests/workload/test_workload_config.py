@@ -83,7 +83,8 @@ def test_size_and_length_validation():
         synthetic(prompt_tokens={"kind": "fixed", "value": 5, "min": 9, "max": 4}),
         "max (4) must be ≥ min (9)",
     )
-    rejects(synthetic(prompt_tokens={"kind": "fixed", "value": 0}), "greater than 0")
+    rejects(synthetic(prompt_tokens={"kind": "fixed", "value": 0}), "greater than or equal to 1")
+    rejects(synthetic(prompt_tokens={"kind": "fixed", "value": 2**40}), "less than or equal")
     rejects(synthetic(prompt_tokens={"kind": "zipf", "a": 1.0, "high": 10**8}), "10^7")
     rejects(synthetic(prompt_tokens={"kind": "fixed", "value": 5, "typo": 1}), "Extra inputs")
 
@@ -191,7 +192,7 @@ def test_content_kind_validation():
     rejects({**SHARED_PREFIX, "num_prefixes": 0}, "greater than 0")
     rejects({**SHARED_PREFIX, "zipf_a": -1.0}, "greater than or equal to 0")
     rejects({**MULTI_TURN, "num_sessions": None}, "exactly one of num_sessions and duration_s")
-    rejects({**MULTI_TURN, "max_prompt_tokens": 0}, "greater than 0")
+    rejects({**MULTI_TURN, "max_prompt_tokens": 0}, "greater than or equal to 1")
     rejects({**MULTI_TURN, "think_s": {"kind": "fixed", "value_s": -1}}, "greater than or equal")
     rejects({**MULTI_TURN, "think_s": {"kind": "exponential", "mean_s": 0}}, "greater than 0")
     rejects(

@@ -1,0 +1,50 @@
+"""Physical ranges of config numbers: a value outside them is a config error, not an overflow.
+
+The bounds are far above any real deployment and far below what breaks the arithmetic (int64
+token counts, float64 bytes, numpy draws): a length or count of 10^30 or a lognormal ``mu`` of
+800 would otherwise wrap, overflow or try to allocate terabytes. Every bound shows in
+``simkv schema`` through the fields that use these types.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from pydantic import Field
+
+MAX_TOKENS = 2**31
+"""Longest length of anything in tokens (prompt, output, context, block)."""
+MAX_REQUESTS = 10**7
+"""Most requests (or sessions) a synthetic workload may generate."""
+MAX_GPU_GIB = 1024.0
+"""Most memory one GPU could have (GiB); today's largest have under 300."""
+MAX_SWAP_GIB = 16384.0
+"""Most CPU swap space per GPU (GiB)."""
+MAX_LOG_TOKENS = math.log(MAX_TOKENS)
+"""Largest ``mu`` (mean of log length) of a lognormal length: e^mu ≤ MAX_TOKENS."""
+MAX_LOG_SIGMA = 10.0
+"""Largest ``sigma`` (std of log length) of a lognormal length."""
+MAX_BLOCKS = 2**26
+"""Most KV blocks per GPU (given or derived): the simulator keeps per-block tables."""
+MAX_TP = 1024
+"""Largest tensor-parallel degree."""
+
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS, description=f"tokens, 1..{MAX_TOKENS}")]
+"""A positive length in tokens, at most :data:`MAX_TOKENS`."""
+TokensFloat = Annotated[float, Field(gt=0, le=MAX_TOKENS)]
+"""A positive (mean or median) length in tokens, at most :data:`MAX_TOKENS`."""
+RequestCount = Annotated[int, Field(ge=1, le=MAX_REQUESTS)]
+"""A number of requests or sessions, at most :data:`MAX_REQUESTS`."""
+MAX_NAME_CHARS = 100
+"""Longest run or sweep name (it is a folder name under reports/)."""
+FolderName = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$",
+        max_length=MAX_NAME_CHARS,
+        description="a folder name under reports/: letters, digits, _ - . (not first), "
+        f"at most {MAX_NAME_CHARS} characters",
+    ),
+]
+"""A run or sweep name: one folder under ``reports/``, never ``..`` or a hidden folder."""

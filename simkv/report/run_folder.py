@@ -1,0 +1,110 @@
+"""Reading a run folder back from disk, checking each file (a damaged folder names its file).
+
+:func:`load_run` reads what :func:`simkv.runner.write_run` writes and refuses, as an
+:class:`InputError` naming the broken file: a missing file, a resolved config that is not UTF-8
+YAML mapping, a ``summary.json`` that is not an object of numbers (or null / text for a few
+labels), a parquet file that cannot be read or lacks the columns a report draws from, and a
+requests table with no rows. Frames may be Parquet or CSV (:mod:`simkv.metrics.files`); files
+are opened by local path (never read as a URI).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from simkv.errors import InputError
+from simkv.metrics.files import FRAME_NAMES, frame_path, read_frame
+from simkv.metrics.recorder import STEP_COLUMNS, RunFrames
+
+RUN_FILES = ("summary.json", "config.resolved.yaml")  # and the frames, Parquet or CSV
+_REQUEST_COLUMNS = ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens",
+                    "generated_tokens", "status")  # fmt: skip
+_ITL_COLUMNS = ("itl_s", "count")
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One run folder read back from disk; ``config`` is the parsed resolved YAML."""
+
+    path: Path
+    config_text: str
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    frames: RunFrames
+
+    @property
+    def name(self) -> str:
+        return str(self.config.get("name") or self.path.name)
+
+
+def read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """A frame file (Parquet or CSV) with at least ``columns``; anything else is an
+    :class:`InputError`."""
+    try:
+        table = read_frame(path)
+    except Exception as err:  # pyarrow and pandas raise several unrelated types for damage
+        message = f"not a readable {path.suffix.lstrip('.')} table ({type(err).__name__})"
+        raise InputError(message, file=path) from None
+    missing = [name for name in columns if name not in table.columns]
+    if missing:
+        raise InputError(f"damaged run file: missing columns {', '.join(missing)}", file=path)
+    return table
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("damaged run file: not UTF-8 text", file=path) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror}", file=path) from None
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
+    try:
+        summary = json.loads(_read_text(path))
+    except (json.JSONDecodeError, RecursionError):
+        raise InputError("damaged run file: not JSON", file=path) from None
+    if not isinstance(summary, dict):
+        raise InputError("damaged run file: expected a JSON object", file=path)
+    for key, value in summary.items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if value is not None and not (number and math.isfinite(value)):
+            raise InputError(f"damaged run file: {key} is not a finite number", file=path)
+    return summary
+
+
+def _read_config(path: Path) -> tuple[str, dict[str, Any]]:
+    text = _read_text(path)
+    try:
+        config = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError):
+        raise InputError("damaged run file: not YAML", file=path) from None
+    if not isinstance(config, dict):
+        raise InputError("damaged run file: expected a YAML mapping", file=path)
+    return text, config
+
+
+def load_run(run_dir: Path) -> RunFolder:
+    """Read a run folder; :class:`InputError` naming the file that is missing or damaged."""
+    found = {name: frame_path(run_dir, name) for name in FRAME_NAMES}
+    paths = {name: path for name, path in found.items() if path is not None}
+    missing = [f"{name}.parquet" for name in FRAME_NAMES if name not in paths]
+    missing += [name for name in RUN_FILES if not (run_dir / name).is_file()]
+    if missing:
+        raise InputError(f"not a simkv run folder: missing {', '.join(missing)}", file=run_dir)
+    config_text, config = _read_config(run_dir / "config.resolved.yaml")
+    summary = _read_summary(run_dir / "summary.json")
+    requests = read_table(paths["requests"], _REQUEST_COLUMNS)
+    if requests.empty:
+        raise InputError("damaged run file: no requests", file=paths["requests"])
+    steps = read_table(paths["steps"], STEP_COLUMNS)
+    itl = read_table(paths["itl"], _ITL_COLUMNS)
+    return RunFolder(run_dir, config_text, config, summary, RunFrames(requests, steps, itl))
