@@ -10,19 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from simkv.cli import app
-from tests.conftest import TINY
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def tiny(tmp_path: Path) -> Path:
-    (tmp_path / "trace.csv").write_text(
-        "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.01,20,3\n0.02,7,9\n"
-    )
-    config = tmp_path / "tiny.yaml"
-    config.write_text(TINY)
-    return config
 
 
 @pytest.fixture

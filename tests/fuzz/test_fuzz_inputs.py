@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from simkv.cli import app
+from tests.conftest import TINY
 
 runner = CliRunner()
 CI_EXAMPLES = 100
@@ -36,18 +37,7 @@ CI_TRACES = settings(max_examples=40, deadline=None,  # a valid trace draws figu
 LONG = settings(max_examples=LONG_EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 
-CONFIG = """\
-name: fuzz
-workload:
-  kind: trace
-  path: trace.csv
-  format: generic
-  columns: {arrival_s: arrival_s}
-model: {preset: llama-2-7b, max_model_len: 64}
-gpu: a100-80gb
-kv_cache: {block_size: 4, num_blocks: 40}
-scheduler: {kind: vllm_v1}
-"""
+CONFIG = TINY.replace("name: tiny-cli", "name: fuzz")  # the tiny CLI config, named fuzz
 TRACE = "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.01,20,3\n0.02,7,9\n"
 
 
