@@ -174,7 +174,7 @@ def test_meta_value_of_the_wrong_type(tmp_path):
 
 
 def test_bundled_copy_of_a_run_reads_anywhere(tmp_path):
-    """A run folder copied with its stream next to it needs nothing else (no ../shared)."""
+    """A run folder copied with its request stream beside it reads with nothing else."""
     shutil.copytree(RTX4090, tmp_path / RTX4090.name)
     shutil.copy(STREAM, tmp_path / STREAM.name)
     run = read_measured_run(tmp_path / RTX4090.name)
