@@ -168,14 +168,17 @@ class PagedKV:
         keys = self.cache is not None and seq.keys
         return not keys or (type(keys) is UniqueKeys and not seq.preemptions and not seq.swaps)
 
-    def fits_whole(self, seq: Seq, hits: list[BlockId]) -> bool:
-        """Whether blocks for all of ``seq``'s tokens are free beyond its cached ``hits``
-        (reviving a free cached hit uses up a free block), as the check vLLM's
-        ``KVCacheManager.allocate_slots`` makes with ``full_sequence_must_fit``."""
-        need = -(-seq.num_tokens // self.block_size) - len(hits)
+    def _blocks_taken(self, hits: list[BlockId], num_tokens: int) -> int:
+        """Free blocks that holding ``num_tokens`` tokens on the cached ``hits`` uses up: the
+        blocks beyond the hits, plus each hit revived from the free queue (as in vLLM)."""
         refs = self._refs
         revived = sum(1 for block in hits if refs[block] == 0)
-        return need + revived <= self.gpu.free_blocks
+        return -(-num_tokens // self.block_size) - len(hits) + revived
+
+    def fits_whole(self, seq: Seq, hits: list[BlockId]) -> bool:
+        """Whether blocks for all of ``seq``'s tokens are free beyond its cached ``hits``, the
+        check vLLM's ``KVCacheManager.allocate_slots`` makes with ``full_sequence_must_fit``."""
+        return self._blocks_taken(hits, seq.num_tokens) <= self.gpu.free_blocks
 
     def allocate_with_prefix(self, seq: Seq, hits: list[BlockId], num_new: int) -> bool:
         """Admit ``seq`` onto its cached ``hits`` plus room for ``num_new`` more tokens.
@@ -186,9 +189,7 @@ class PagedKV:
             return self.allocate_slots(seq, num_new)
         refs, bs, gpu, cache = self._refs, self.block_size, self.gpu, self.cache
         cached = len(hits) * bs
-        new_blocks = -(-(cached + num_new) // bs) - len(hits)
-        revived = sum(1 for block in hits if refs[block] == 0)
-        if new_blocks + revived > gpu.free_blocks:
+        if self._blocks_taken(hits, cached + num_new) > gpu.free_blocks:
             return False
         assert cache is not None and seq.keys is not None  # hits come from the cache
         if cache.reviving(seq.keys, len(hits)):  # the request's own free blocks, one range
