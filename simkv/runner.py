@@ -227,7 +227,7 @@ def simulate(
 ) -> RunOutput:
     """Run one simulation; deterministic for a given config (its ``seed`` included).
 
-    ``fast_forward`` advances steadily decoding requests lazily (engine.cohort), same results;
+    ``fast_forward`` advances steadily decoding requests lazily (simkv.engine.lazy), same results;
     ``percentiles`` (0–100) are added to the summary's (:func:`~simkv.metrics.summary.summarize`).
     """
     started = time.perf_counter()

@@ -25,13 +25,13 @@ import numpy as np
 import simpy
 
 from simkv.engine.arrival_feed import NOTHING, ArrivalFeed
-from simkv.engine.cohort import DecodeCohort
 from simkv.engine.cost_model import CostModel
 from simkv.engine.intake import EngineLimits, Intake
+from simkv.engine.lazy import DecodeLane
 from simkv.engine.plan import StepPlan
 from simkv.engine.progress import ProgressGuard, stalled
 from simkv.engine.scheduler import Scheduler
-from simkv.engine.sequence import Seq, Status
+from simkv.engine.sequence import Status
 from simkv.engine.sessions import Sessions
 from simkv.metrics.recorder import Recorder
 from simkv.workload.request import Workload
@@ -73,9 +73,8 @@ class Engine:
         pull_arrivals: bool = True,
     ) -> None:
         self.env = Environment()
-        # checking invariants reads every request's counters, so it turns lazy decoding off
-        self.fast_forward = fast_forward and not check_invariants
-        self.fast_forward_steps = 0  # steps in which a lazily advanced cohort decoded
+        self.fast_forward = fast_forward  # the decode lane (checked runs bring it up to date)
+        self.fast_forward_steps = 0  # steps in which the decode lane's members decoded
         self.decode_run_steps = 0  # ... of which the engine stepped without the scheduler
         self.scheduler = scheduler
         scheduler.lazy_decode(self.fast_forward)
@@ -179,9 +178,9 @@ class Engine:
             elif self._inbox:
                 self._admit(start)
             if fast:
-                cohort = sched.decode_run()
-                if cohort is not None:
-                    yield from self._decode_run(cohort)
+                lane = sched.decode_run()
+                if lane is not None:
+                    yield from self._decode_run(lane)
                     if env.now != start:
                         continue
             plan = sched.schedule(start)
@@ -232,24 +231,23 @@ class Engine:
             self._wake = None
         self._resume += 1
 
-    def _decode_run(self, cohort: DecodeCohort) -> Generator[simpy.Event, None, None]:
-        """Steps in which only the cohort decodes (:meth:`Scheduler.decode_run`), without
-        building plans: up to the step before a member's last token, the last step ending
-        before the next event (an arrival or a think time, so nothing can join), or a block
-        shortage. Each step is still one SimPy timeout, so times are the same floats."""
+    def _decode_run(self, lane: DecodeLane) -> Generator[simpy.Event, None, None]:
+        """Steps in which only the lane's members decode (:meth:`Scheduler.decode_run`),
+        without the scheduler: up to the step before a member's last token, the last step
+        ending before the next event (an arrival or a think time, so nothing can join), or a
+        block shortage. Each step is still one SimPy timeout, so times are the same floats."""
         env, sched, cost, rec = self.env, self.scheduler, self.cost, self.recorder
         horizon = env.peek()
         if self._feed is not None:
             horizon = min(horizon, self._feed.fire_s)
-        ticks = cohort.next_finish() - cohort.tick - 1
-        running: list[Seq] = []  # unused: take_blocks without preemption never touches it
+        ticks = lane.steps_before_finish()
+        checking = self.check_invariants
         plan = StepPlan()  # each step's row; the same object, updated
         while ticks > 0:
-            size = plan.cohort = plan.decode_tokens = cohort.size
-            plan.kv_read_tokens = cohort.context + size
+            lane.plan_alone(plan)
             duration = cost.step_time_s(plan)
             start = env.now
-            if start + duration >= horizon or not cohort.take_blocks(running):
+            if start + duration >= horizon or not lane.take_blocks_alone():
                 return
             yield env.timeout(duration)
             self._resume += 1
@@ -258,6 +256,9 @@ class Engine:
             self.fast_forward_steps += 1
             self.decode_run_steps += 1
             ticks -= 1
+            if checking:
+                sched.check()
+                sched.breakdown()
             if self.progress is not None and rec.num_steps % 512 == 0:
                 self.progress(rec.num_done, len(self._arrival_s))
 

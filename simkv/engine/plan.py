@@ -17,7 +17,7 @@ class StepPlan:
     (prompt chunks and recomputation). ``swap_in_blocks``/``swap_out_blocks`` are moved before
     the pass and ``copy_blocks`` are copy-on-write copies; their time adds to the step's.
     ``cohort`` more requests (the scheduler's lazily advanced decode cohort, see
-    :mod:`simkv.engine.cohort`) decode one token each; they are counted in the token and
+    :mod:`simkv.engine.lazy`) decode one token each; they are counted in the token and
     attention sums but not listed in ``seqs``.
     """
 
@@ -60,6 +60,13 @@ class StepPlan:
         self.num_new.append(1)
         self.decode_tokens += 1
         self.kv_read_tokens += seq.num_computed + 1
+
+    def add_members(self, size: int, context: int) -> None:
+        """``size`` decode-lane members decode one token each (:mod:`simkv.engine.lazy`);
+        ``context`` is their summed computed tokens before the step."""
+        self.cohort = size
+        self.decode_tokens += size
+        self.kv_read_tokens += context + size
 
     def remove(self, seq: Seq) -> None:
         """Unschedule ``seq`` (it was preempted after being scheduled in this step)."""

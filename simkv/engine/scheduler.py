@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from simkv.engine.cohort import DecodeCohort
+from simkv.engine.lazy import DecodeLane
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import WaitingQueue
 from simkv.engine.sequence import Seq, Status
+from simkv.kv.allocator import InvariantViolation
 from simkv.kv.waste import WasteBreakdown
 from simkv.metrics.recorder import Recorder
 
@@ -42,7 +43,7 @@ class Scheduler(Protocol):
     def fork_state(self) -> tuple[int, int]: ...
     def step_state(self) -> tuple[int, ...]: ...
     def lazy_decode(self, on: bool) -> None: ...
-    def decode_run(self) -> DecodeCohort | None: ...
+    def decode_run(self) -> DecodeLane | None: ...
     def complete_decode_run_step(self, plan: StepPlan, now: float) -> None: ...
     def check(self) -> None: ...
 
@@ -56,11 +57,14 @@ class SchedulerBase:
     Subclasses keep ``self.running`` (admission order) and ``self.waiting``, implement
     ``schedule``, and call :meth:`_reject`, :meth:`_abort` and :meth:`_mark_scheduled`.
     ``supports_forks``: whether the policy runs multi-sequence requests (only vLLM v0 does);
-    ``finishes_at_last_token``: whether a request leaves as soon as it samples its last token.
+    ``finishes_at_last_token``: whether a request leaves as soon as it samples its last token;
+    ``uses_lane``: whether the policy runs the decode fast path (:mod:`simkv.engine.lazy`: a
+    paged policy that calls ``self.lane.plan_members`` first in ``schedule``).
     """
 
     supports_forks: bool = False
     finishes_at_last_token: bool = True  # False: _on_output_complete may defer or batch it
+    uses_lane: bool = False
 
     def __init__(self, kv: KVMemory, recorder: Recorder, waiting: WaitingQueue) -> None:
         self.kv = kv
@@ -70,7 +74,7 @@ class SchedulerBase:
         self._prev_end_s: float | None = None  # when the last step ended
         self.fill_block_size = 0  # > 0: register the blocks each step fills (prefix caching)
         self.filled: list[Seq] = []
-        self.cohort: DecodeCohort | None = None  # lazily advanced decoders (paged schedulers)
+        self.lane: DecodeLane | None = None  # the decode fast path (paged schedulers)
 
     def add(self, seq: Seq, now: float) -> None:
         """A request arrived."""
@@ -96,8 +100,11 @@ class SchedulerBase:
         filled = self.filled
         filled.clear()
         contiguous, ended = 0, []
-        if plan.cohort:  # first in plan order
-            contiguous, ended = self._complete_cohort(plan, now, stalled)
+        lane = self.lane
+        if lane is not None and plan.cohort:  # the members: first in plan order
+            contiguous, ended = lane.complete_step(now, prev_end, stalled, filled)
+            for seq in ended:
+                self._on_output_complete(seq, now)
         fill = self.fill_block_size
         for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
             seq.num_computed += num_new
@@ -126,30 +133,10 @@ class SchedulerBase:
         self._prev_end_s = now
         if ended:
             self._drop_ended(ended)
-        cohort = self.cohort
-        if cohort is not None and cohort.size < len(self.running):
-            self._extend_cohort(cohort)
+        if lane is not None and lane.size < len(self.running):
+            lane.extend(self.running)
         if filled and fill:  # register the blocks the step filled (prefix caching)
             self.kv.cache_computed(filled)  # type: ignore[attr-defined]
-
-    def _complete_cohort(
-        self, plan: StepPlan, now: float, stalled: dict[float, int]
-    ) -> tuple[int, list[Seq]]:
-        """The cohort's part of :meth:`complete`: (members decoding right after the previous
-        step, members that sampled their last token, finished). Members that filled a block
-        go to ``self.filled``; stalled members to ``stalled``. (Only when the cohort ran.)"""
-        cohort = self.cohort
-        assert cohort is not None
-        contiguous = 0
-        if cohort.last_s == self._prev_end_s:
-            contiguous = plan.cohort
-        else:
-            stalled[cohort.last_s] = plan.cohort
-        ended, full = cohort.advance(now)
-        self.filled.extend(full)
-        for seq in ended:
-            self._on_output_complete(seq, now)
-        return contiguous, ended
 
     def _drop_ended(self, ended: list[Seq]) -> None:
         """Take the requests that left from the running list."""
@@ -160,32 +147,25 @@ class SchedulerBase:
         else:
             self.running = [s for s in running if s.status is Status.RUNNING]
 
-    def _extend_cohort(self, cohort: DecodeCohort) -> None:
-        """Let the running requests after the members join while they can (in order)."""
-        running, k = self.running, cohort.size
-        while k < len(running) and cohort.can_join(running[k]):
-            cohort.join(running[k])
-            k += 1
-
-    def decode_run(self) -> DecodeCohort | None:
-        """The cohort, when the next steps can only be its members' decodes: every running
-        request is a member and nothing waits (subclasses add their own conditions)."""
-        cohort = self.cohort
-        if cohort is None or not cohort.size or cohort.size != len(self.running) or self.waiting:
+    def decode_run(self) -> DecodeLane | None:
+        """The lane, when the next steps can only be its members' decodes (every running
+        request is a member and nothing waits; subclasses add their own conditions)."""
+        lane = self.lane
+        if lane is None or not lane.alone(self.running, len(self.waiting)):
             return None
-        return cohort
+        return lane
 
     def complete_decode_run_step(self, plan: StepPlan, now: float) -> None:
         """:meth:`complete` for a step of a decode run (:meth:`decode_run`) that ended at
         ``now``: only the members decoded, none sampled its last token."""
-        cohort = self.cohort
-        assert cohort is not None and self._prev_end_s is not None
+        lane = self.lane
+        if lane is None:
+            raise InvariantViolation("a decode-run step without a decode lane")
         self.kv.commit(plan)
-        self.recorder.itl(now - cohort.last_s, cohort.size)
-        ended, filled = cohort.advance(now)
-        assert not ended, "a decode run ends before its first finish"
+        self.recorder.itl(now - lane.last_s, lane.size)
+        filled = lane.complete_alone_step(now)
         if filled and self.fill_block_size:
-            self.kv.cache_computed(filled)
+            self.kv.cache_computed(filled)  # type: ignore[attr-defined]
         self._prev_end_s = now
 
     def _on_output_complete(self, seq: Seq, now: float) -> None:
@@ -225,10 +205,18 @@ class SchedulerBase:
         return self.kv.cache_state()
 
     def lazy_decode(self, on: bool) -> None:
-        """Advance steadily decoding requests lazily (:mod:`~simkv.engine.cohort`) or not.
+        """Run the decode fast path (:mod:`simkv.engine.lazy`) or not; only policies that
+        use the lane (``uses_lane``) take it."""
+        self.lane = DecodeLane(self.kv) if on and self.uses_lane else None  # type: ignore[arg-type]
 
-        Only schedulers whose decodes the cohort can express accept ``on``; the rest ignore it.
-        """
+    def check(self) -> None:
+        """Every invariant of the KV memory, the lane's members brought up to date first."""
+        if self.lane is not None:
+            self.lane.sync(self.running)
+        self._check()
+
+    def _check(self) -> None:
+        """The policy's own invariant checks (its KV memory's)."""
 
     def fork_state(self) -> tuple[int, int]:
         """(blocks held by forked multi-sequence requests, blocks they would hold unshared)."""

@@ -111,7 +111,7 @@ class Seq:
         self.prefix_hit_tokens: int | None = None  # cache hits at the first admission
         self.cache_hit_tokens = 0  # cache hits over every admission (incl. after preemption)
         self.group: ForkGroup | None = None  # sequences of a multi-sequence request
-        self.lazy = False  # a lazily advanced decode-cohort member (engine.cohort)
+        self.lazy = False  # a decode-lane member (simkv.engine.lazy)
         self.ff_tick = 0  # the cohort tick its counters are stored as of, while lazy
         # end_tick (set when it joins a cohort): the cohort tick of its last token, while lazy
         self.order = 0  # cohort join stamp (running order among members)

@@ -35,7 +35,7 @@ import numpy as np
 
 from simkv.config.policy import PreemptionConfig, VllmV0Config
 from simkv.engine import groups
-from simkv.engine.cohort import DecodeCohort
+from simkv.engine.lazy import DecodeLane
 from simkv.engine.paged_kv import AllocStatus, PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import FcfsQueue, pick_victim
@@ -52,6 +52,7 @@ class VllmV0Scheduler(SchedulerBase):
     """
 
     supports_forks = True
+    uses_lane = True
 
     def __init__(
         self,
@@ -140,32 +141,26 @@ class VllmV0Scheduler(SchedulerBase):
             budget -= num_new
             num_seqs += width
 
-    def lazy_decode(self, on: bool) -> None:
-        self.cohort = DecodeCohort(self.kv) if on else None
-
-    def decode_run(self) -> DecodeCohort | None:
+    def decode_run(self) -> DecodeLane | None:
         """Also nothing swapped out and no multi-sequence request."""
         if self.waiting or self.swapped or self.groups:
             return None
         return super().decode_run()
 
     def _schedule_running(self, plan: StepPlan, now: float) -> None:
-        """Decode every running request; the cohort's members (if any) first, as one block.
+        """Decode every running request; the lane's members (if any) first, as one block.
 
-        Victims come from the requests not yet scheduled; under ``newest`` the cohort replays
-        the choice exactly, otherwise a block shortage among the members dissolves it."""
-        start, cohort = 0, self.cohort
-        if cohort is not None and cohort.size:
+        Victims come from the requests not yet scheduled (never a member); under ``newest``
+        the lane replays a block shortage exactly, otherwise a shortage among the members
+        makes it flush."""
+        start, lane = 0, self.lane
+        if lane is not None and lane.size:
             self._step = plan, now
             newest = self.preemption.victim == "newest"
-            if cohort.take_blocks(self.running, self._preempt_last if newest else None):
-                start = plan.cohort = cohort.size
-                plan.decode_tokens = start
-                plan.kv_read_tokens = cohort.context + start
-                if start == len(self.running):
-                    return  # every running request is a member
-            else:
-                cohort.flush(self.running)
+            preempt_last = self._preempt_last if newest else None
+            start = lane.plan_members(plan, self.running, fits=True, preempt_last=preempt_last)
+            if start and start == len(self.running):
+                return  # every running request is a member
         queue = deque(self.running[start:]) if start else deque(self.running)
         kept: list[Seq] = self.running[:start]
         fits_in_place = self.kv.decode_fits_in_place
@@ -216,7 +211,7 @@ class VllmV0Scheduler(SchedulerBase):
         return sum(_width(seq) for seq in self.running)
 
     def _preempt_last(self) -> Seq:
-        """Preempt the last running request in the step being built (the cohort's callback)."""
+        """Preempt the last running request in the step being built (the lane's callback)."""
         victim = self.running.pop()
         self._preempt(victim, *self._step)
         return victim
@@ -310,7 +305,7 @@ class VllmV0Scheduler(SchedulerBase):
             return 0, 0
         return groups.block_usage([s for s in self.groups if s.status is Status.RUNNING])
 
-    def check(self) -> None:
+    def _check(self) -> None:
         self.kv.check(self.running, self.swapped)
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simkv.config.policy import PreemptionConfig, VllmV1Config
-from simkv.engine.cohort import DecodeCohort
+from simkv.engine.lazy import DecodeLane
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import VICTIMS_OF_VLLM, make_queue, pick_victim
@@ -39,6 +39,8 @@ from simkv.metrics.recorder import Recorder
 class VllmV1Scheduler(SchedulerBase):
     """Continuous batching with chunked prefill and recompute preemption (vLLM 0.11)."""
 
+    uses_lane = True
+
     def __init__(
         self, cfg: VllmV1Config, preemption: PreemptionConfig, kv: PagedKV, recorder: Recorder
     ) -> None:
@@ -48,7 +50,7 @@ class VllmV1Scheduler(SchedulerBase):
         self.victim = preemption.victim
         if kv.cache is not None:
             self.fill_block_size = kv.block_size
-        self._plan = StepPlan()  # the plan being built (for the cohort's preemption callback)
+        self._plan = StepPlan()  # the plan being built (for the lane's preemption callback)
         # (head, budget, blocks): the waiting head that could not be admitted with that budget
         # and cannot hit the prefix cache (kv.cannot_hit) stays out while fewer blocks are free
         # (forgotten once it is admitted: after a preemption it may hit its own blocks)
@@ -69,55 +71,39 @@ class VllmV1Scheduler(SchedulerBase):
             num_new = threshold
         return min(num_new, budget)
 
-    def lazy_decode(self, on: bool) -> None:
-        self.cohort = DecodeCohort(self.kv) if on else None
+    def _tokens_for(self, seq: Seq, budget: int) -> int:
+        """Tokens a running request would be scheduled with ``budget`` left."""
+        return self._chunk(seq.num_tokens - seq.num_computed, budget)
 
-    def decode_run(self) -> DecodeCohort | None:
+    def decode_run(self) -> DecodeLane | None:
         """Also the members fit the token budget."""
-        cohort = super().decode_run()
-        if cohort is None or cohort.size > self.cfg.max_num_batched_tokens:
+        lane = super().decode_run()
+        if lane is None or lane.size > self.cfg.max_num_batched_tokens:
             return None
-        return cohort
+        return lane
 
     def schedule(self, now: float) -> StepPlan:
         plan = self._plan = StepPlan()
         budget = self.cfg.max_num_batched_tokens
-        cohort = self.cohort
-        if cohort is not None and cohort.size:
+        lane = self.lane
+        if lane is not None and lane.size:
+            # victims may be requests scheduled earlier in the step: under ``newest`` the lane
+            # replays a shortage exactly, under the others no member may become one
             if self.victim == "newest":
-                fits = cohort.size <= budget
+                fits = lane.size <= budget
                 preempt_last: Callable[[], Seq] | None = self._preempt_last
             else:
-                fits, preempt_last = self._cohort_fits(cohort, budget), None
-            if fits and cohort.take_blocks(self.running, preempt_last):
-                size = plan.cohort = cohort.size
-                plan.decode_tokens = size
-                plan.kv_read_tokens = cohort.context + size
-                budget -= size
-            else:
-                cohort.flush(self.running)
+                fits = lane.others_fit(self.running, budget, self._tokens_for)
+                preempt_last = None
+            budget -= lane.plan_members(plan, self.running, fits=fits, preempt_last=preempt_last)
         if plan.cohort < len(self.running):
             budget = self._schedule_running(plan, budget, plan.cohort)
         if self.waiting and not plan.preempted:
             self._schedule_waiting(plan, budget, now)
         return plan
 
-    def _cohort_fits(self, cohort: DecodeCohort, budget: int) -> bool:
-        """For victim policies other than ``newest`` (which the cohort replays exactly: victims
-        are taken from the end of the running list): whether the members can decode as one
-        block before the other running requests — the budget covers them and no running
-        request can run short of blocks, so no member can become a victim."""
-        if cohort.size > budget:
-            return False
-        budget -= cohort.size
-        need, kv = cohort.blocks_due(), self.kv
-        for seq in self.running[cohort.size :]:
-            chunk = self._chunk(seq.num_tokens - seq.num_computed, budget)
-            need += kv.blocks_to_allocate(seq, chunk)
-        return need <= kv.gpu.free_blocks
-
     def _schedule_running(self, plan: StepPlan, budget: int, start: int) -> int:
-        """The running requests from ``start`` on (those before are the cohort's members)."""
+        """The running requests from ``start`` on (those before are the lane's members)."""
         running = self.running
         bs, refs = self.kv.block_size, self.kv.refcounts
         seqs, num_new_list = plan.seqs, plan.num_new
@@ -187,7 +173,7 @@ class VllmV1Scheduler(SchedulerBase):
         return False
 
     def _preempt_last(self) -> Seq:
-        """Preempt the last running request in the plan being built (the cohort's callback)."""
+        """Preempt the last running request in the plan being built (the lane's callback)."""
         victim = self.running.pop()
         self._preempt(victim, self._plan)
         return victim
@@ -242,5 +228,5 @@ class VllmV1Scheduler(SchedulerBase):
             plan.add(seq, num_new)
             budget -= num_new
 
-    def check(self) -> None:
+    def _check(self) -> None:
         self.kv.check(self.running)

@@ -1,4 +1,6 @@
-"""Lazy decoding: running requests that decode one token per step, advanced per event.
+"""The exact lazy state behind :class:`~simkv.engine.lazy.lane.DecodeLane` (whose docstring is
+the contract schedulers rely on): running requests that decode one token per step, advanced per
+event.
 
 A paged scheduler's :class:`DecodeCohort` is a prefix ``running[:size]`` of its running list
 whose members each decode one token, into their own blocks, in every step the cohort takes
@@ -15,20 +17,9 @@ the cohort work only for the members with an *event* at that tick, kept in calen
   see :meth:`DecodeCohort.advance`);
 * its last token after the step, when it finishes and leaves.
 
-The scheduler prices the cohort in aggregate (``context`` is the members' summed computed
-tokens), and handles every other running request (prefill chunks, recomputation, requests that
-decode but cannot join) one by one, as before. Under the ``newest`` victim policy a block
-shortage at the members' boundaries is replayed exactly (victims come from the end of the
-running list; a member that is one leaves with its pending events). Anything else the lazy
-state cannot express exactly (another victim policy with a possible shortage, a token budget
-smaller than the cohort) makes the scheduler :meth:`~DecodeCohort.flush` the cohort — every
-member brought up to date and released — and take that step request by request. When nothing
-but the cohort can run, the engine steps it without the scheduler (``Engine._decode_run``).
-Frames and summaries are identical either way (``tests/engine/test_fastforward.py``).
-
-Joining: after each step the scheduler extends the cohort from ``running[size]`` on while the
-next request decodes next, is in step with the members (same previous-token time), is a
-single sequence and does not share its partial trailing block.
+Under the ``newest`` victim policy a block shortage at the members' boundaries is replayed
+exactly (:meth:`DecodeCohort.take_blocks`); anything else the lazy state cannot express is the
+lane's caller's to avoid (it flushes instead).
 """
 
 from __future__ import annotations
@@ -38,6 +29,7 @@ from operator import attrgetter
 
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.sequence import Seq
+from simkv.kv.allocator import InvariantViolation
 from simkv.kv.prefix_cache import HashPrefixCache
 from simkv.workload.content import UniqueKeys
 
@@ -102,7 +94,8 @@ class DecodeCohort:
         """Make ``seq`` (exact, eligible per :meth:`can_join`) the last member."""
         bs, tick, length = self.block_size, self.tick, seq.num_computed
         if self.size == 0:
-            assert seq.last_token_s is not None
+            if seq.last_token_s is None:
+                raise InvariantViolation(f"{seq} joins the decode lane before its first token")
             self.last_s = seq.last_token_s
         seq.ff_tick = tick
         seq.lazy = True

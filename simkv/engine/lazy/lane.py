@@ -1,0 +1,189 @@
+"""The decode fast path of a paged scheduler, and its whole contract.
+
+Most engine steps of a loaded server are alike: the same running requests each decode one token
+into their own blocks. A :class:`DecodeLane` advances such requests as one *cohort* (the exact
+lazy state is :class:`~simkv.engine.lazy.cohort.DecodeCohort`), so a step costs work only for
+the requests with an event in it (a new block, a filled block, a last token), not one Python
+pass per running request. Frames and summaries are identical with and without the lane
+(``tests/engine/test_fastforward.py``); checked runs keep it on (:meth:`sync` before checks).
+
+Contract
+--------
+*Members.* The members are a prefix ``running[:size]`` of the scheduler's running list (in
+admission order). Each decodes one token per step in which the lane runs. A request joins
+(:meth:`extend`, after each step) while it is the next running request, decodes next, is in
+step with the members (same previous-token time), is a single sequence and owns its partial
+trailing block.
+
+*Stale counters.* While a request is a member (``seq.lazy``), its ``num_computed``,
+``num_output``, ``num_tokens``, ``table.length``, ``last_token_s`` (and, for content-less
+requests of a by-owner hash cache, ``cached_upto``) are stored as of cohort tick
+``seq.ff_tick``; the true values are the stored ones plus ``lane.tick - seq.ff_tick``. Its
+``table.block_ids`` is always true. Code outside this package must not read the stale fields of
+a member: call :meth:`sync` first (all members up to date, still members) or :meth:`flush`
+(up to date and released). Victim keys (``simkv.engine.queues``) read them, so a scheduler
+never picks a victim among members except through :meth:`plan_members`'s ``preempt_last``.
+
+*A scheduler's step*, using the lane:
+
+1. :meth:`plan_members` first: the members' decodes go into the plan (``plan.cohort`` of
+   them, counted in its token sums but not listed in ``plan.seqs``) and each member at a block
+   boundary gets its block. ``fits`` is the scheduler's word that the members can run this
+   step as one block (e.g. the token budget covers them and, when victims may be taken from
+   requests already scheduled, :meth:`others_fit`); ``preempt_last`` (a callback that preempts
+   the last running request and returns it) lets the lane replay a block shortage exactly
+   under the ``newest`` victim policy. Otherwise the lane flushes and the scheduler takes the
+   step request by request, as if there were no lane.
+2. The scheduler plans every non-member from ``running[plan.cohort:]`` on, as it would.
+3. :meth:`complete_step` from the scheduler's ``complete``: the members advance one token;
+   those that sampled their last token have left the lane (the scheduler finishes them and
+   drops them from its running list); those that filled a block are returned for the prefix
+   cache. Then :meth:`extend`.
+
+*The engine's decode runs.* When every running request is a member and nothing else can
+happen (:meth:`alone`, plus the scheduler's own conditions in its ``decode_run``), the engine
+steps the lane without the scheduler: :meth:`steps_before_finish`, :meth:`plan_alone` and
+:meth:`take_blocks_alone` per step, then the scheduler's ``complete_decode_run_step``, which
+calls :meth:`complete_alone_step`.
+
+A new paged scheduler gets the fast path by setting ``uses_lane = True`` (see
+:class:`~simkv.engine.scheduler.SchedulerBase`) and calling :meth:`plan_members` first in its
+``schedule``; everything else is shared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from simkv.engine.lazy.cohort import DecodeCohort
+from simkv.engine.paged_kv import PagedKV
+from simkv.engine.plan import StepPlan
+from simkv.engine.sequence import Seq
+from simkv.kv.allocator import InvariantViolation
+
+TokensFor = Callable[[Seq, int], int]  # (running request, budget left) → tokens it would take
+
+
+class DecodeLane:
+    """The lazily advanced decoding prefix of a paged scheduler's running list."""
+
+    __slots__ = ("_cohort", "kv")
+
+    def __init__(self, kv: PagedKV) -> None:
+        self.kv = kv
+        self._cohort = DecodeCohort(kv)
+
+    @property
+    def size(self) -> int:
+        """Members: ``running[:size]``."""
+        return self._cohort.size
+
+    @property
+    def tick(self) -> int:
+        """Lane steps taken so far."""
+        return self._cohort.tick
+
+    @property
+    def last_s(self) -> float:
+        """When every member sampled its last token."""
+        return self._cohort.last_s
+
+    # -- the scheduler's step ------------------------------------------------------------------
+    def plan_members(
+        self,
+        plan: StepPlan,
+        running: list[Seq],
+        *,
+        fits: bool,
+        preempt_last: Callable[[], Seq] | None = None,
+    ) -> int:
+        """Put the members' decodes first in ``plan`` (contract, step 1); returns how many
+        decode (0 when the lane flushed: every member is an ordinary running request again)."""
+        cohort = self._cohort
+        if not cohort.size:
+            return 0
+        if fits and cohort.take_blocks(running, preempt_last):
+            plan.add_members(cohort.size, cohort.context)
+            return cohort.size
+        cohort.flush(running)
+        return 0
+
+    def others_fit(self, running: list[Seq], budget: int, tokens_for: TokensFor) -> bool:
+        """Whether the members and then every other running request (taking
+        ``tokens_for(seq, budget left)`` tokens each) fit the token ``budget`` and the free
+        blocks, so that no member can become a victim in this step."""
+        cohort = self._cohort
+        if cohort.size > budget:
+            return False
+        budget -= cohort.size
+        need, kv = cohort.blocks_due(), self.kv
+        for seq in running[cohort.size :]:
+            need += kv.blocks_to_allocate(seq, tokens_for(seq, budget))
+        return need <= kv.gpu.free_blocks
+
+    def complete_step(
+        self, now: float, prev_end_s: float | None, stalled: dict[float, int], filled: list[Seq]
+    ) -> tuple[int, list[Seq]]:
+        """The members decoded in a step that ended at ``now`` (contract, step 3).
+
+        Returns (members whose previous token came at ``prev_end_s``, members that sampled
+        their last token: they have left the lane). Members that decoded after a stall are
+        counted in ``stalled`` (previous-token time → requests); members that filled a block
+        are appended to ``filled``."""
+        cohort = self._cohort
+        size = cohort.size
+        contiguous = 0
+        if cohort.last_s == prev_end_s:
+            contiguous = size
+        else:
+            stalled[cohort.last_s] = size
+        ended, full = cohort.advance(now)
+        filled.extend(full)
+        return contiguous, ended
+
+    def extend(self, running: list[Seq]) -> None:
+        """Let the running requests after the members join while they can (in order)."""
+        cohort, k = self._cohort, self._cohort.size
+        while k < len(running) and cohort.can_join(running[k]):
+            cohort.join(running[k])
+            k += 1
+
+    def sync(self, running: list[Seq]) -> None:
+        """Bring every member's counters up to date; they stay members (for checks)."""
+        touch = self._cohort.touch
+        for seq in running[: self._cohort.size]:
+            touch(seq)
+
+    def flush(self, running: list[Seq]) -> None:
+        """Bring every member up to date and dissolve the lane (they may rejoin later)."""
+        self._cohort.flush(running)
+
+    # -- the engine's decode runs ----------------------------------------------------------------
+    def alone(self, running: list[Seq], waiting: int) -> bool:
+        """Whether only the members can run next: all running requests are members and
+        ``waiting`` (requests waiting for admission) is 0."""
+        size = self._cohort.size
+        return bool(size) and size == len(running) and not waiting
+
+    def steps_before_finish(self) -> int:
+        """Lane steps that can run before the one in which a member samples its last token."""
+        return self._cohort.next_finish() - self._cohort.tick - 1
+
+    def plan_alone(self, plan: StepPlan) -> None:
+        """Make ``plan`` (reused from step to step) the next decode-run step's."""
+        cohort = self._cohort
+        plan.cohort = plan.decode_tokens = plan.kv_read_tokens = 0
+        plan.add_members(cohort.size, cohort.context)
+
+    def take_blocks_alone(self) -> bool:
+        """Give the members at a block boundary their blocks; False (nothing changed) when
+        too few are free (the decode run ends and the scheduler takes the step)."""
+        return self._cohort.take_blocks([])
+
+    def complete_alone_step(self, now: float) -> list[Seq]:
+        """The members decoded in a decode-run step that ended at ``now``; none sampled its
+        last token (:meth:`steps_before_finish`). Returns the members that filled a block."""
+        ended, filled = self._cohort.advance(now)
+        if ended:
+            raise InvariantViolation("a decode run ends before its first finish")
+        return filled
