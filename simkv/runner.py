@@ -15,39 +15,24 @@ import numpy as np
 import pandas as pd
 
 from simkv.config.limits import MAX_BLOCKS
-from simkv.config.policy import OrcaConfig, StaticConfig, VllmV0Config, VllmV1Config
+from simkv.config.policy import OrcaConfig, VllmV1Config
 from simkv.config.sim import GIB, SimConfig, dump_resolved
-from simkv.engine.capacity import InsufficientMemory, blocks_from_bytes, kv_capacity_blocks
-from simkv.engine.contiguous_kv import ContiguousKV
+from simkv.engine.capacity import (
+    InsufficientMemory,
+    KVSizing,
+    blocks_from_bytes,
+    kv_capacity_blocks,
+)
 from simkv.engine.costs import build_cost_model
 from simkv.engine.engine import Engine
 from simkv.engine.intake import EngineLimits
-from simkv.engine.orca import OrcaScheduler
-from simkv.engine.paged_kv import PagedKV
-from simkv.engine.scheduler import Scheduler
-from simkv.engine.static import StaticScheduler
-from simkv.engine.vllm_v0 import VllmV0Scheduler
-from simkv.engine.vllm_v1 import VllmV1Scheduler
+from simkv.engine.registry import build_scheduler
 from simkv.errors import InputError
 from simkv.metrics.files import FrameFormat, write_frames
 from simkv.metrics.recorder import Recorder, RunFrames
 from simkv.metrics.summary import DEFAULT_PERCENTILES, summarize
 from simkv.workload.build import build_workload
 from simkv.workload.request import Workload
-
-
-@dataclass(frozen=True, slots=True)
-class KVSizing:
-    """The KV pool a config resolves to (per GPU of the tensor-parallel group)."""
-
-    num_blocks: int
-    block_size: int
-    block_bytes: int
-    swap_blocks: int
-
-    @property
-    def token_slots(self) -> int:
-        return self.num_blocks * self.block_size
 
 
 @dataclass(frozen=True)
@@ -107,7 +92,7 @@ def kv_sizing(cfg: SimConfig) -> KVSizing:
 
 def _check_fits_max_len(cfg: SimConfig, sizing: KVSizing) -> None:
     """As vLLM at start-up: one request of ``max_model_len`` tokens must fit in the KV cache."""
-    paged = cfg.scheduler.kind in ("vllm_v1", "vllm_v0")
+    paged = cfg.scheduler.traits.memory == "paged"
     if paged and sizing.token_slots < cfg.model.max_model_len:
         raise InputError(
             f"the KV cache holds {sizing.token_slots} tokens ({sizing.num_blocks} blocks of "
@@ -152,28 +137,6 @@ def check_schedulable(cfg: SimConfig, workload: Workload) -> None:
             + (" or enable chunked prefill" if isinstance(cfg.scheduler, VllmV1Config) else ""),
             field=key,
         )
-
-
-def build_scheduler(cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> Scheduler:
-    """The scheduler named by ``cfg.scheduler.kind`` over its KV memory."""
-    sched = cfg.scheduler
-    if isinstance(sched, VllmV1Config | VllmV0Config):
-        kv = PagedKV(
-            sizing.num_blocks, sizing.block_size, reuse=cfg.kv_cache.reuse,
-            swap_blocks=sizing.swap_blocks, block_bytes=sizing.block_bytes,
-            prefix_caching=cfg.kv_cache.prefix_caching or "none",
-        )  # fmt: skip
-        if isinstance(sched, VllmV1Config):
-            return VllmV1Scheduler(sched, cfg.preemption, kv, recorder)
-        return VllmV0Scheduler(
-            sched, cfg.preemption, kv, recorder, max_model_len=cfg.model.max_model_len,
-            rng=np.random.default_rng([cfg.seed, 1]),  # beam draws: apart from the workload's
-        )  # fmt: skip
-    policy = sched.reservation if isinstance(sched, OrcaConfig) else "max"
-    ckv = ContiguousKV(sizing.token_slots, policy, cfg.model.max_model_len)
-    if isinstance(sched, StaticConfig):
-        return StaticScheduler(sched, ckv, recorder)
-    return OrcaScheduler(sched, ckv, recorder)
 
 
 ProgressFn = Callable[[int, int], None]
@@ -238,7 +201,7 @@ def simulate(
     engine.run()
     frames = engine.recorder.frames()
     capacity = sizing.num_blocks
-    if cfg.scheduler.kind in ("static", "orca"):
+    if cfg.scheduler.traits.memory == "contiguous":
         capacity = sizing.token_slots  # contiguous memory is accounted in slots
     summary = summarize(frames, cfg.slo, capacity, percentiles)
     return RunOutput(cfg, sizing, frames, summary, time.perf_counter() - started)

@@ -27,7 +27,13 @@ from simkv.config.limits import (
     FolderName,
     Tokens,
 )
-from simkv.config.policy import PreemptionConfig, SchedulerConfig, VllmV1Config
+from simkv.config.policy import (
+    PreemptionConfig,
+    SchedulerConfig,
+    VllmV1Config,
+    kinds_with,
+    traits_of,
+)
 from simkv.config.profile import expand_profile
 from simkv.config.safe_yaml import load_bounded
 from simkv.config.workload import WorkloadConfig, check_sampling_scheduler
@@ -117,21 +123,30 @@ class SimConfig(Frozen):
         kv = dict(kv) if isinstance(kv, dict) else {} if kv is None else kv
         if isinstance(kv, dict) and kv.get("prefix_caching") is None:
             sched = data.get("scheduler")
-            kind = sched.get("kind", "vllm_v1") if isinstance(sched, dict) else "vllm_v1"
-            kv["prefix_caching"] = "hash" if kind == "vllm_v1" else "none"
+            traits = traits_of(
+                sched.get("kind", "vllm_v1") if isinstance(sched, dict) else "vllm_v1"
+            )
+            kv["prefix_caching"] = "hash" if traits and traits.prefix_caching else "none"
             data = {**data, "kv_cache": kv}
         return data
 
     @model_validator(mode="after")
     def _policy_fits_scheduler(self) -> SimConfig:
-        kind = self.scheduler.kind
-        if kind != "vllm_v1" and self.kv_cache.prefix_caching not in (None, "none"):
-            raise ValueError("kv_cache.prefix_caching needs scheduler vllm_v1")
-        if kind == "vllm_v1" and self.preemption.mode == "swap":
-            raise ValueError("preemption.mode swap: vllm_v1 preempts by recompute only")
+        kind, traits = self.scheduler.kind, self.scheduler.traits
+        if not traits.prefix_caching and self.kv_cache.prefix_caching not in (None, "none"):
+            raise ValueError(
+                f"kv_cache.prefix_caching needs scheduler {kinds_with('prefix_caching')}"
+            )
+        if traits.memory == "paged" and not traits.swap and self.preemption.mode == "swap":
+            raise ValueError(f"preemption.mode swap: {kind} preempts by recompute only")
         check_sampling_scheduler(self.workload, kind)
-        if kind == "vllm_v0" and self.preemption.victim == "lowest_priority":
-            raise ValueError("preemption.victim lowest_priority needs scheduler vllm_v1")
+        if (
+            traits.memory == "paged" and not traits.priority_victim
+            and self.preemption.victim == "lowest_priority"
+        ):  # fmt: skip
+            raise ValueError(
+                f"preemption.victim lowest_priority needs scheduler {kinds_with('priority_victim')}"
+            )
         _check_tensor_parallel(self.parallel.tensor_parallel, self.model)
         return self
 
@@ -235,13 +250,15 @@ def _measured_path(doc: YamlDoc) -> Path | None:
 def _unset(data: dict[str, Any], fill: dict[str, object]) -> dict[str, object]:
     """The items of ``fill`` (dotted keys) that the document leaves unset and can take.
 
-    Scheduler keys and ``kv_cache.prefix_caching`` apply only to the vllm_v1 scheduler (the
-    default; vLLM ≥ 0.8 runs the V1 engine); ``kv_cache.num_blocks`` only when the config gives
+    Scheduler keys and ``kv_cache.prefix_caching`` apply only to schedulers that take a measured
+    engine's settings (``SchedulerTraits.engine_defaults``: vllm_v1, the default; vLLM ≥ 0.8
+    runs the V1 engine); ``kv_cache.num_blocks`` only when the config gives
     no ``capacity_gib`` and the block size in effect is the measured one; nothing goes into a
     required section the config leaves out (``model``: validation says it is missing).
     """
     sched = data.get("scheduler")
-    v1 = not isinstance(sched, dict) or sched.get("kind", "vllm_v1") == "vllm_v1"
+    traits = traits_of(sched.get("kind", "vllm_v1") if isinstance(sched, dict) else "vllm_v1")
+    v1 = traits is not None and traits.engine_defaults
     kv = data.get("kv_cache") if isinstance(data.get("kv_cache"), dict) else {}
     same_blocks = kv.get("block_size") in (None, fill.get("kv_cache.block_size"))
     skip = set()

@@ -34,6 +34,7 @@ from simkv.config.limits import (
     TokensFloat,
 )
 from simkv.config.measured import MeasuredWorkload
+from simkv.config.policy import traits_of
 
 __all__ = [
     "ArrivalConfig",
@@ -271,12 +272,14 @@ _SAMPLING_DESCRIPTION = "multi-sequence requests (scheduler vllm_v0 only); None 
 
 
 def check_sampling_scheduler(workload: object, scheduler_kind: str) -> None:
-    """Raise ValueError when ``workload`` has ``sampling`` and the scheduler is not vllm_v0.
+    """Raise ValueError when ``workload`` has ``sampling`` and the scheduler cannot run
+    multi-sequence requests (its traits' ``multi_sequence``: only vllm_v0).
 
     vLLM 0.11 (V1) fans ``n`` out into separate requests at the API layer, so its scheduler
     never sees a multi-sequence group; simkv models groups only for vLLM 0.6 (``vllm_v0``).
     """
-    if getattr(workload, "sampling", None) is not None and scheduler_kind != "vllm_v0":
+    traits = traits_of(scheduler_kind)
+    if getattr(workload, "sampling", None) is not None and not (traits and traits.multi_sequence):
         raise ValueError(
             f"workload.sampling needs scheduler vllm_v0, not {scheduler_kind}: vLLM 0.11 fans n "
             "out into separate requests and has no beam search; orca and static have no "

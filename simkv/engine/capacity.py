@@ -9,10 +9,11 @@ logical blocks as one GPU holds shards.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from simkv.config.hardware import GpuSpec, ModelSpec
 
-__all__ = ["InsufficientMemory", "blocks_from_bytes", "kv_capacity_blocks"]
+__all__ = ["InsufficientMemory", "KVSizing", "blocks_from_bytes", "kv_capacity_blocks"]
 
 _GIB = float(2**30)
 
@@ -90,3 +91,17 @@ def blocks_from_bytes(
             f"{block_bytes / _GIB:.4f} GiB"
         )
     return blocks
+
+
+@dataclass(frozen=True, slots=True)
+class KVSizing:
+    """The KV pool a config resolves to (per GPU of the tensor-parallel group)."""
+
+    num_blocks: int
+    block_size: int
+    block_bytes: int
+    swap_blocks: int
+
+    @property
+    def token_slots(self) -> int:
+        return self.num_blocks * self.block_size

@@ -58,12 +58,10 @@ class ContiguousKV:
     def breakdown(self) -> WasteBreakdown:
         return self.alloc.breakdown(self.demand_slots)
 
-    def slots(self) -> tuple[int, int, int, int, int]:
-        return self.breakdown().values()
-
-    def cache_state(self) -> tuple[int, int, int]:
-        """Contiguous reservations share and cache nothing."""
-        return 0, 0, 0
+    def memory_row(self) -> tuple[int, ...]:
+        """:meth:`~simkv.engine.paged_kv.PagedKV.memory_row` in slots: used and free slots,
+        the waste split; no CPU pool, no sharing, no cache."""
+        return self.used_slots, self.free_slots, *self.breakdown().values(), 0, 0, 0, 0
 
     def check(self) -> None:
         self.alloc.buddy.check()
@@ -82,13 +80,10 @@ class ContiguousSchedulerBase(SchedulerBase):
             return
         self.waiting.push(seq)
 
-    def memory_state(self) -> tuple[int, int, int]:
-        return self.kv.used_slots, self.kv.free_slots, 0
-
     def _set_demand(self) -> None:
         """External fragmentation is judged against the head-of-queue request's reservation."""
         waiting = self.waiting
         self.kv.demand_slots = self.kv.reservation_slots(waiting.peek()) if len(waiting) else None
 
-    def check(self) -> None:
+    def _check(self) -> None:
         self.kv.check()

@@ -31,7 +31,7 @@ from simkv.engine.lazy import DecodeLane
 from simkv.engine.plan import StepPlan
 from simkv.engine.progress import ProgressGuard, stalled
 from simkv.engine.scheduler import Scheduler
-from simkv.engine.sequence import Status
+from simkv.engine.sequence import Status, record_done
 from simkv.engine.sessions import Sessions
 from simkv.metrics.recorder import Recorder
 from simkv.workload.request import Workload
@@ -160,7 +160,7 @@ class Engine:
     def _arrive(self, i: int, arrival_s: float, now: float) -> None:
         seq = self._intake.seq(i, arrival_s, now)
         if seq.status is Status.REJECTED:
-            self.recorder.request_done(seq)
+            record_done(self.recorder, seq)
         else:
             self.scheduler.add(seq, now)
 

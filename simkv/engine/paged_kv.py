@@ -227,13 +227,6 @@ class PagedKV:
         cache.insert_stream(seq.keys, seq.table.block_ids, seq.cached_upto, full)
         seq.cached_upto = full
 
-    def cache_state(self) -> tuple[int, int, int]:
-        """(cached blocks, slots saved by sharing, evictions so far)."""
-        cache = self.cache
-        if cache is None:
-            return 0, self.shared_tokens, 0
-        return cache.cached_blocks, self.shared_tokens, cache.evictions
-
     def can_allocate(self, seq: Seq, watermark_blocks: int) -> AllocStatus:
         """vLLM v0 admission of a waiting request's whole prompt, keeping a watermark free."""
         required = -(-seq.num_tokens // self.block_size)
@@ -303,17 +296,15 @@ class PagedKV:
         """The GPU pool's slots split as token states / reservation / internal / free."""
         return WasteBreakdown(*self.slots())
 
-    def step_state(
-        self, waiting: int, running: int, swapped: int, cpu_used: int, fork: int = 0,
-        fork_independent: int = 0,
-    ) -> tuple[int, ...]:  # fmt: skip
-        """A paged scheduler's :meth:`~simkv.engine.scheduler.SchedulerBase.step_state`:
-        queue lengths, ``cpu_used`` and fork blocks as given, the rest from here."""
+    def memory_row(self) -> tuple[int, ...]:
+        """What a step row records of the memory, in the recorder's ``STEP_MEMORY_COLUMNS``
+        order: GPU blocks used and free, :meth:`slots`, CPU blocks used, cached blocks,
+        slots saved by sharing, evictions so far."""
         gpu, cache = self.gpu, self.cache
         return (
-            waiting, running, swapped, gpu.used_blocks, gpu.free_blocks, *self.slots(),
-            cpu_used, 0 if cache is None else cache.cached_blocks, self.shared_tokens,
-            0 if cache is None else cache.evictions, fork, fork_independent,
+            gpu.used_blocks, gpu.free_blocks, *self.slots(), self.cpu_blocks_used,
+            0 if cache is None else cache.cached_blocks, self.shared_tokens,
+            0 if cache is None else cache.evictions,
         )  # fmt: skip
 
     def slots(self) -> tuple[int, int, int, int, int]:

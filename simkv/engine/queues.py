@@ -7,11 +7,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
+from simkv.config.policy import VictimPolicy
 from simkv.engine.sequence import Seq
-
-VictimPolicy = Literal["newest", "oldest", "longest", "fewest_blocks", "lowest_priority"]
-# the victim policies vLLM itself has; the others are simkv what-if policies
-VICTIMS_OF_VLLM: tuple[str, ...] = ("newest", "lowest_priority")
 
 
 class WaitingQueue(Protocol):

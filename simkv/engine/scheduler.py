@@ -12,7 +12,7 @@ from typing import Protocol
 from simkv.engine.lazy import DecodeLane
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import WaitingQueue
-from simkv.engine.sequence import Seq, Status
+from simkv.engine.sequence import Seq, Status, record_done
 from simkv.kv.allocator import InvariantViolation
 from simkv.kv.waste import WasteBreakdown
 from simkv.metrics.recorder import Recorder
@@ -24,8 +24,7 @@ class KVMemory(Protocol):
     def commit(self, plan: StepPlan) -> None: ...
     def free(self, seq: Seq) -> None: ...
     def breakdown(self) -> WasteBreakdown: ...
-    def slots(self) -> tuple[int, int, int, int, int]: ...
-    def cache_state(self) -> tuple[int, int, int]: ...
+    def memory_row(self) -> tuple[int, ...]: ...
 
 
 class Scheduler(Protocol):
@@ -36,10 +35,7 @@ class Scheduler(Protocol):
     def complete(self, plan: StepPlan, now: float) -> None: ...
     def has_work(self) -> bool: ...
     def queue_lengths(self) -> tuple[int, int, int]: ...
-    def memory_state(self) -> tuple[int, int, int]: ...
     def breakdown(self) -> WasteBreakdown: ...
-    def kv_slots(self) -> tuple[int, int, int, int, int]: ...
-    def cache_state(self) -> tuple[int, int, int]: ...
     def fork_state(self) -> tuple[int, int]: ...
     def step_state(self) -> tuple[int, ...]: ...
     def lazy_decode(self, on: bool) -> None: ...
@@ -176,14 +172,14 @@ class SchedulerBase:
         seq.status = Status.FINISHED
         seq.finish_s = now
         self.kv.free(seq)
-        self.recorder.request_done(seq)
+        record_done(self.recorder, seq)
 
     def _reject(self, seq: Seq, reason: str, now: float) -> None:
         """Never admitted (e.g. it can never fit): counted, not crashed on."""
         seq.status = Status.REJECTED
         seq.reason = reason
         seq.finish_s = now
-        self.recorder.request_done(seq)
+        record_done(self.recorder, seq)
 
     def _abort(self, seq: Seq, reason: str, now: float) -> None:
         """Dropped after admission (e.g. no CPU swap space left, as vLLM v0 aborts)."""
@@ -191,18 +187,10 @@ class SchedulerBase:
         seq.status = Status.ABORTED
         seq.reason = reason
         seq.finish_s = now
-        self.recorder.request_done(seq)
+        record_done(self.recorder, seq)
 
     def breakdown(self) -> WasteBreakdown:
         return self.kv.breakdown()
-
-    def kv_slots(self) -> tuple[int, int, int, int, int]:
-        """:meth:`breakdown`'s counts as a tuple, unchecked (recorded every step)."""
-        return self.kv.slots()
-
-    def cache_state(self) -> tuple[int, int, int]:
-        """(cached blocks, slots saved by sharing, evictions so far)."""
-        return self.kv.cache_state()
 
     def lazy_decode(self, on: bool) -> None:
         """Run the decode fast path (:mod:`simkv.engine.lazy`) or not; only policies that
@@ -223,12 +211,7 @@ class SchedulerBase:
         return 0, 0
 
     def step_state(self) -> tuple[int, ...]:
-        """What a step row records of the scheduler, in the recorder's ``STEP_STATE_COLUMNS``
-        order: ``queue_lengths``, ``memory_state``'s used and free blocks, ``kv_slots``,
-        ``memory_state``'s CPU blocks, ``cache_state`` and ``fork_state`` (paged schedulers
-        compute it in one call)."""
-        used, free, cpu_used = self.memory_state()
-        return (
-            *self.queue_lengths(), used, free, *self.kv_slots(), cpu_used, *self.cache_state(),
-            *self.fork_state(),
-        )  # fmt: skip
+        """What a step row records of the scheduler, in the recorder's
+        ``STEP_STATE_COLUMNS`` order: :meth:`queue_lengths`, the KV memory's ``memory_row``,
+        :meth:`fork_state`."""
+        return (*self.queue_lengths(), *self.kv.memory_row(), *self.fork_state())

@@ -23,8 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simkv.engine.sequence import Seq, Status
-
 STEP_COLUMNS: tuple[str, ...] = (
     "time_s",
     "duration_s",
@@ -87,7 +85,6 @@ _INT_REQ = (
     "prefix_hit_tokens", "cache_hit_tokens",
 )  # fmt: skip
 _NAN = float("nan")
-_STATUS_TEXT = {status: status.value for status in Status}  # (faster than .value)
 _REQ_ROW = struct.Struct("<" + "d" * len(_FLOAT_REQ) + "q" * len(_INT_REQ))
 _REQ_DTYPE = np.dtype([(name, "<f8") for name in _FLOAT_REQ] + [(name, "<i8") for name in _INT_REQ])
 
@@ -108,25 +105,28 @@ class Recorder:
         self._itl_s = array("d")
         self._itl_count = array("q")
 
-    def request_done(self, seq: Seq) -> None:
-        """Record a request that finished, was rejected or was aborted."""
-        group = seq.group
-        first_scheduled, first_token = seq.first_scheduled_s, seq.first_token_s
-        finish = seq.finish_s
+    def request_done(
+        self, *, req_id: int, arrival_s: float, first_scheduled_s: float | None,
+        first_token_s: float | None, finish_s: float | None, prompt_tokens: int,
+        output_tokens: int, generated_tokens: int, num_seqs: int, truncated: bool,
+        priority: int, preemptions: int, swaps: int, swapped_bytes: int,
+        recomputed_tokens: int, prefix_hit_tokens: int, cache_hit_tokens: int, status: str,
+        reason: str,
+    ) -> None:  # fmt: skip
+        """Record a request that left the system (finished, rejected or aborted); ``None``
+        times are "never" (NaN in the frame)."""
         self._requests += _REQ_ROW.pack(
-            seq.arrival_s,
-            _NAN if first_scheduled is None else first_scheduled,
-            _NAN if first_token is None else first_token,
-            _NAN if finish is None else finish,
-            seq.req_id, seq.prompt_tokens, seq.output_tokens,
-            seq.num_output if group is None else group.generated_tokens(seq.num_output),
-            1 if group is None else group.n, seq.truncated, seq.priority, seq.preemptions,
-            seq.swaps, seq.swapped_bytes, seq.recomputed_tokens, seq.prefix_hit_tokens or 0,
-            seq.cache_hit_tokens,
+            arrival_s,
+            _NAN if first_scheduled_s is None else first_scheduled_s,
+            _NAN if first_token_s is None else first_token_s,
+            _NAN if finish_s is None else finish_s,
+            req_id, prompt_tokens, output_tokens, generated_tokens, num_seqs, truncated,
+            priority, preemptions, swaps, swapped_bytes, recomputed_tokens, prefix_hit_tokens,
+            cache_hit_tokens,
         )  # fmt: skip
-        self._done_ids.append(seq.req_id)
-        self._status.append(_STATUS_TEXT[seq.status])  # the enum's own string, shared
-        self._reason.append(seq.reason)
+        self._done_ids.append(req_id)
+        self._status.append(status)
+        self._reason.append(reason)
 
     def itl(self, gap_s: float, count: int = 1) -> None:
         """``count`` tokens each came ``gap_s`` after their request's previous token."""

@@ -1,5 +1,5 @@
-"""Each paged scheduler's one-call ``step_state`` equals the generic composition of
-``queue_lengths``, ``memory_state``, ``kv_slots``, ``cache_state`` and ``fork_state``."""
+"""Every step row agrees with the scheduler's state as its own parts report it: queue lengths,
+the checked waste breakdown, block counts, the CPU pool, the prefix cache and the forks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from simkv.engine.scheduler import SchedulerBase
+from simkv.engine.paged_kv import PagedKV
+from simkv.metrics.recorder import STEP_STATE_COLUMNS
 from simkv.runner import build_engine
 from tests.engine.test_fastforward import _config
 
@@ -17,20 +18,38 @@ from tests.engine.test_fastforward import _config
     [("vllm_v1", "hash", "recompute"), ("vllm_v1", "none", "recompute"),
      ("vllm_v0", "none", "swap")],
 )  # fmt: skip
-def test_step_state_matches_its_parts(
+def test_step_rows_match_the_parts(
     kind: str, caching: str, mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = _config(7, 6.0, 1600, 16, caching, 2048, 60, 120, kind, "newest", mode)
-    engine, _ = build_engine(cfg, tmp_path)
-    checked: list[int] = []
+    engine, _ = build_engine(cfg, tmp_path, check_invariants=True)
     sched = engine.scheduler
+    kv: PagedKV = sched.kv  # type: ignore[attr-defined]
+    checked: list[int] = []
     one_call = sched.step_state
 
     def checking() -> tuple[int, ...]:  # what every step row records, checked
-        state = one_call()
-        assert state == SchedulerBase.step_state(sched)  # type: ignore[arg-type]
+        state = dict(zip(STEP_STATE_COLUMNS, one_call(), strict=True))
+        waste = sched.breakdown()  # checked: every category >= 0
+        assert (state["num_waiting"], state["num_running"], state["num_swapped"]) == (
+            len(sched.waiting), len(sched.running), len(getattr(sched, "swapped", ())),
+        )  # fmt: skip
+        assert (state["blocks_used"], state["blocks_free"]) == (
+            kv.gpu.used_blocks, kv.gpu.free_blocks,
+        )  # fmt: skip
+        assert state["blocks_used"] + state["blocks_free"] == kv.gpu.num_blocks
+        slots = ("token_slots", "reserved_slots", "internal_frag_slots",
+                 "external_frag_slots", "free_slots")  # fmt: skip
+        assert tuple(state[k] for k in slots) == waste.values()
+        assert sum(waste.values()) == kv.gpu.num_blocks * kv.block_size
+        assert state["cpu_blocks_used"] == kv.cpu_blocks_used
+        assert state["shared_slots"] == kv.shared_tokens
+        if kv.cache is not None:
+            assert state["cached_blocks"] == kv.cache.cached_blocks
+            assert state["evictions"] == kv.cache.evictions
+        assert (state["fork_blocks"], state["fork_blocks_independent"]) == sched.fork_state()
         checked.append(1)
-        return state
+        return tuple(state.values())
 
     monkeypatch.setattr(sched, "step_state", checking)
     engine.run()

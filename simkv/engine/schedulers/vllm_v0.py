@@ -34,17 +34,21 @@ from collections import deque
 import numpy as np
 
 from simkv.config.policy import PreemptionConfig, VllmV0Config
+from simkv.config.sim import SimConfig
 from simkv.engine import groups
+from simkv.engine.capacity import KVSizing
 from simkv.engine.lazy import DecodeLane
 from simkv.engine.paged_kv import AllocStatus, PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import FcfsQueue, pick_victim
+from simkv.engine.registry import beam_rng, paged_memory, register
 from simkv.engine.scheduler import SchedulerBase
-from simkv.engine.sequence import Seq, Status
+from simkv.engine.sequence import Seq, Status, record_done
 from simkv.kv.swap import SwapDecision
 from simkv.metrics.recorder import Recorder
 
 
+@register(VllmV0Config)
 class VllmV0Scheduler(SchedulerBase):
     """Waiting / running / swapped queues with watermark admission (vLLM 0.6).
 
@@ -78,6 +82,13 @@ class VllmV0Scheduler(SchedulerBase):
         self._copies = 0  # copy-on-write copies of the group whose slots were just taken
         self._step: tuple[StepPlan, float] = (StepPlan(), 0.0)  # plan being built, its start
 
+    @classmethod
+    def build(cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> VllmV0Scheduler:
+        return cls(
+            cfg.scheduler, cfg.preemption, paged_memory(cfg, sizing), recorder,  # type: ignore[arg-type]
+            max_model_len=cfg.model.max_model_len, rng=beam_rng(cfg),
+        )  # fmt: skip
+
     def add(self, seq: Seq, now: float) -> None:
         if seq.group is not None:
             self.groups.append(seq)
@@ -88,16 +99,6 @@ class VllmV0Scheduler(SchedulerBase):
 
     def queue_lengths(self) -> tuple[int, int, int]:
         return len(self.waiting), len(self.running), len(self.swapped)
-
-    def memory_state(self) -> tuple[int, int, int]:
-        return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, self.kv.cpu_blocks_used
-
-    def step_state(self) -> tuple[int, ...]:
-        kv = self.kv
-        cpu = kv.cpu_blocks_used if kv.swap is not None else 0
-        return kv.step_state(
-            len(self.waiting), len(self.running), len(self.swapped), cpu, *self.fork_state()
-        )
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
@@ -274,7 +275,7 @@ class VllmV0Scheduler(SchedulerBase):
         seq.status = Status.ABORTED
         seq.reason = "kv_never_fits"
         seq.finish_s = now
-        self.recorder.request_done(seq)
+        record_done(self.recorder, seq)
 
     def complete(self, plan: StepPlan, now: float) -> None:
         """Apply the step, then fork the groups that reached their fork point and re-draw the

@@ -26,16 +26,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simkv.config.policy import PreemptionConfig, VllmV1Config
+from simkv.config.policy import VICTIMS_OF_VLLM, PreemptionConfig, VllmV1Config
+from simkv.config.sim import SimConfig
+from simkv.engine.capacity import KVSizing
 from simkv.engine.lazy import DecodeLane
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.plan import StepPlan
-from simkv.engine.queues import VICTIMS_OF_VLLM, make_queue, pick_victim
+from simkv.engine.queues import WaitingQueue, make_queue, pick_victim
+from simkv.engine.registry import paged_memory, register
 from simkv.engine.scheduler import SchedulerBase
 from simkv.engine.sequence import Seq, Status
 from simkv.metrics.recorder import Recorder
 
 
+@register(VllmV1Config)
 class VllmV1Scheduler(SchedulerBase):
     """Continuous batching with chunked prefill and recompute preemption (vLLM 0.11)."""
 
@@ -44,7 +48,7 @@ class VllmV1Scheduler(SchedulerBase):
     def __init__(
         self, cfg: VllmV1Config, preemption: PreemptionConfig, kv: PagedKV, recorder: Recorder
     ) -> None:
-        super().__init__(kv, recorder, make_queue(cfg.policy))
+        super().__init__(kv, recorder, self.waiting_queue(cfg))
         self.cfg = cfg
         self.kv: PagedKV = kv
         self.victim = preemption.victim
@@ -58,11 +62,14 @@ class VllmV1Scheduler(SchedulerBase):
         # what-if victims (see the module docstring): preempted request -> the one it gave way to
         self._held: dict[Seq, Seq] | None = None if self.victim in VICTIMS_OF_VLLM else {}
 
-    def memory_state(self) -> tuple[int, int, int]:
-        return self.kv.gpu.used_blocks, self.kv.gpu.free_blocks, 0
+    @classmethod
+    def waiting_queue(cls, cfg: VllmV1Config) -> WaitingQueue:
+        """The waiting queue of ``cfg.policy`` (FCFS or priority, as vLLM 0.11)."""
+        return make_queue(cfg.policy)
 
-    def step_state(self) -> tuple[int, ...]:
-        return self.kv.step_state(len(self.waiting), len(self.running), 0, 0)
+    @classmethod
+    def build(cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> VllmV1Scheduler:
+        return cls(cfg.scheduler, cfg.preemption, paged_memory(cfg, sizing), recorder)  # type: ignore[arg-type]
 
     def _chunk(self, num_new: int, budget: int) -> int:
         """Tokens to schedule out of ``num_new`` remaining: threshold and budget applied."""

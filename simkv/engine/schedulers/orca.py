@@ -11,17 +11,26 @@ request whose reservation cannot fit even an empty pool is rejected.
 from __future__ import annotations
 
 from simkv.config.policy import OrcaConfig
+from simkv.config.sim import SimConfig
+from simkv.engine.capacity import KVSizing
 from simkv.engine.contiguous_kv import ContiguousKV, ContiguousSchedulerBase
 from simkv.engine.plan import StepPlan
+from simkv.engine.registry import contiguous_memory, register
 from simkv.metrics.recorder import Recorder
 
 
+@register(OrcaConfig)
 class OrcaScheduler(ContiguousSchedulerBase):
     """Iteration-level batching; memory reserved per request by the configured policy."""
 
     def __init__(self, cfg: OrcaConfig, kv: ContiguousKV, recorder: Recorder) -> None:
         super().__init__(kv, recorder)
         self.cfg = cfg
+
+    @classmethod
+    def build(cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> OrcaScheduler:
+        sched: OrcaConfig = cfg.scheduler  # type: ignore[assignment]
+        return cls(sched, contiguous_memory(cfg, sizing, sched.reservation), recorder)
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()

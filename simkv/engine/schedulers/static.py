@@ -11,12 +11,16 @@ request ends. Results return when the batch ends: every request's ``finish_s`` i
 from __future__ import annotations
 
 from simkv.config.policy import StaticConfig
+from simkv.config.sim import SimConfig
+from simkv.engine.capacity import KVSizing
 from simkv.engine.contiguous_kv import ContiguousKV, ContiguousSchedulerBase
 from simkv.engine.plan import StepPlan
+from simkv.engine.registry import contiguous_memory, register
 from simkv.engine.sequence import Seq, Status
 from simkv.metrics.recorder import Recorder
 
 
+@register(StaticConfig)
 class StaticScheduler(ContiguousSchedulerBase):
     """One batch at a time, memory reserved for the maximum length."""
 
@@ -26,6 +30,11 @@ class StaticScheduler(ContiguousSchedulerBase):
         super().__init__(kv, recorder)
         self.cfg = cfg
         self._done: list[Seq] = []  # batch members whose output is complete
+
+    @classmethod
+    def build(cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> StaticScheduler:
+        """Every request reserves ``max_model_len`` slots (FasterTransformer's static batch)."""
+        return cls(cfg.scheduler, contiguous_memory(cfg, sizing, "max"), recorder)  # type: ignore[arg-type]
 
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
