@@ -33,6 +33,7 @@ from simkv.engine.progress import ProgressGuard, stalled
 from simkv.engine.scheduler import Scheduler
 from simkv.engine.sequence import Status, record_done
 from simkv.engine.sessions import Sessions
+from simkv.kv.allocator import InvariantViolation
 from simkv.metrics.recorder import Recorder
 from simkv.workload.request import Workload
 
@@ -134,9 +135,11 @@ class Engine:
 
     def _take_arrivals(self, now: float) -> None:
         """The arrivals the feed delivers to this resume of the step process."""
-        assert self._feed is not None
+        feed = self._feed
+        if feed is None:
+            raise InvariantViolation("arrivals taken from an engine without an arrival feed")
         times = self._arrival_s
-        for i in self._feed.take(now, self._resume):
+        for i in feed.take(now, self._resume):
             self._arrive(i, times[i], now)
 
     def _admit(self, now: float) -> None:

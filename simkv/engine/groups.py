@@ -21,11 +21,20 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from simkv.engine.plan import StepPlan
+from simkv.kv.allocator import InvariantViolation
 from simkv.kv.block_table import SequenceTable, fork_sequence
 
 if TYPE_CHECKING:
     from simkv.engine.paged_kv import PagedKV
     from simkv.engine.sequence import Seq
+
+
+def group_of(seq: Seq) -> ForkGroup:
+    """``seq``'s group; raises :class:`InvariantViolation` for a single-sequence request."""
+    group = seq.group
+    if group is None:
+        raise InvariantViolation(f"{seq} is not a multi-sequence request")
+    return group
 
 
 class ForkGroup:
@@ -48,10 +57,6 @@ class ForkGroup:
         self.tables: list[SequenceTable] = []
         self.usage = (0, 0)  # (distinct blocks, blocks if unshared) as of the last change
         self.shared = 0  # leading blocks common to all tables at the last change (a hint)
-
-    @property
-    def forked(self) -> bool:
-        return bool(self.tables)
 
     def generated_tokens(self, num_output: int) -> int:
         """Tokens sampled over all sequences when each has ``num_output`` output tokens."""
@@ -159,8 +164,9 @@ def _account(kv: PagedKV, seq: Seq, sign: int) -> None:
 
 def fork_group(kv: PagedKV, seq: Seq) -> None:
     """Fork a GPU-resident, not yet forked group into ``n`` sequences (lazy, no block used)."""
-    group = seq.group
-    assert group is not None and not group.tables, "fork a group once"
+    group = group_of(seq)
+    if group.tables:
+        raise InvariantViolation(f"{seq} forks twice")
     _account(kv, seq, -1)
     parent = seq.table
     group.tables = [parent] + [
@@ -186,8 +192,7 @@ def decode_slots(kv: PagedKV, seq: Seq) -> int | None:
     Returns the number of copy-on-write block copies made (drained from the tables: the step
     performs them), or None, with nothing changed, when too few GPU blocks are free.
     """
-    assert seq.group is not None
-    tables = seq.group.tables
+    tables = group_of(seq).tables
     if tables[0].length % kv.block_size:
         refs = kv.gpu.refcounts
         if all(refs[table.block_ids[-1]] == 1 for table in tables):
@@ -213,8 +218,7 @@ def reshuffle_beams(kv: PagedKV, seq: Seq, picks: list[int]) -> None:
     hands its references to one fork (as many forks as freed beams), so a step costs O(the
     beams' tails), not O(prompt) — the same refcounts and free order as dropping and re-taking.
     """
-    assert seq.group is not None
-    old = seq.group.tables
+    old = group_of(seq).tables
     counts = Counter(picks)
     _account(kv, seq, -1)
     shared = seq.group.shared = shared_prefix_blocks(old, seq.group.shared)
@@ -235,7 +239,7 @@ def reshuffle_beams(kv: PagedKV, seq: Seq, picks: list[int]) -> None:
 
 def free_group(kv: PagedKV, seq: Seq) -> None:
     """Release every GPU block of a forked group (finish, abort)."""
-    assert seq.group is not None
+    group_of(seq)
     _account(kv, seq, -1)
     for table in seq.group.tables:
         table.free(kv.gpu)
@@ -244,15 +248,14 @@ def free_group(kv: PagedKV, seq: Seq) -> None:
 
 def swap_group_out(kv: PagedKV, seq: Seq) -> int:
     """Move a forked group's tables to the CPU pool as one swap group (sharing kept)."""
-    assert kv.swap is not None and seq.group is not None
+    swap, group = kv.swap_pool(), group_of(seq)
     _account(kv, seq, -1)
-    return kv.swap.swap_out(seq.group.tables, kv.gpu).num_blocks
+    return swap.swap_out(group.tables, kv.gpu).num_blocks
 
 
 def swap_group_in(kv: PagedKV, seq: Seq) -> int:
     """Bring a swapped-out forked group back to the GPU; the inverse of :func:`swap_group_out`."""
-    assert kv.swap is not None and seq.group is not None
-    moved = kv.swap.swap_in(seq.group.tables, kv.gpu).num_blocks
+    moved = kv.swap_pool().swap_in(group_of(seq).tables, kv.gpu).num_blocks
     _account(kv, seq, +1)
     return moved
 

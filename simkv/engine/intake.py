@@ -16,6 +16,7 @@ from simkv.engine.groups import ForkGroup
 from simkv.engine.scheduler import Scheduler
 from simkv.engine.sequence import Seq, Status
 from simkv.errors import InputError
+from simkv.kv.allocator import InvariantViolation
 from simkv.workload.content import KeyStream, UniqueKeys
 from simkv.workload.request import Workload
 
@@ -55,34 +56,34 @@ class Intake:
             self._priority[i], limits.block_size, truncated,
         )  # fmt: skip
         if self._sampling is not None:
-            seq.group = self._group(i, seq.output_tokens)
+            seq.group = _group(self._sampling, i, seq.output_tokens)
         if prompt >= max_len:
             seq.output_tokens = output
             seq.status = Status.REJECTED
             seq.reason = "prompt_too_long"
             seq.finish_s = now
         elif limits.content_keys:
-            seq.keys = UniqueKeys(i) if self._content is None else self._keys(i)
+            content = self._content
+            if content is None:
+                seq.keys = UniqueKeys(i)
+            else:
+                segments, output_id = content.segments(i), int(content.output_ids[i])
+                seq.keys = KeyStream(segments, output_id, limits.block_size)
         return seq
 
-    def _group(self, i: int, output_tokens: int) -> ForkGroup | None:
-        """Request ``i``'s fan-out; None when it has one sequence or never reaches its fork."""
-        assert self._sampling is not None
-        n_seqs, fork_after, beam = self._sampling
-        if n_seqs[i] < 2 or fork_after[i] >= output_tokens:
-            return None
-        return ForkGroup(n_seqs[i], fork_after[i], beam[i])
 
-    def _keys(self, i: int) -> KeyStream:
-        content = self._content
-        assert content is not None
-        segments, output_id = content.segments(i), int(content.output_ids[i])
-        return KeyStream(segments, output_id, self.limits.block_size)
+def _group(sampling: Sampling, i: int, output_tokens: int) -> ForkGroup | None:
+    """Request ``i``'s fan-out; None when it has one sequence or never reaches its fork."""
+    n_seqs, fork_after, beam = sampling
+    if n_seqs[i] < 2 or fork_after[i] >= output_tokens:
+        return None
+    return ForkGroup(n_seqs[i], fork_after[i], beam[i])
 
 
-def _sampling_columns(
-    workload: Workload, scheduler: Scheduler
-) -> tuple[list[int], list[int], list[bool]] | None:
+Sampling = tuple[list[int], list[int], list[bool]]  # per request: n, fork_after, beam
+
+
+def _sampling_columns(workload: Workload, scheduler: Scheduler) -> Sampling | None:
     """The workload's fan-out columns as lists, None when every request has one sequence.
 
     Raises :class:`InputError` when there are multi-sequence requests and the scheduler cannot
@@ -96,5 +97,7 @@ def _sampling_columns(
             "separate requests)",
             field="workload.sampling",
         )
-    assert workload.fork_after is not None and workload.beam is not None
-    return workload.n_seqs.tolist(), workload.fork_after.tolist(), workload.beam.tolist()
+    fork_after, beam = workload.fork_after, workload.beam
+    if fork_after is None or beam is None:
+        raise InvariantViolation("a workload with n_seqs has fork_after and beam columns")
+    return workload.n_seqs.tolist(), fork_after.tolist(), beam.tolist()

@@ -29,7 +29,7 @@ from enum import StrEnum
 from simkv.engine import groups
 from simkv.engine.plan import StepPlan
 from simkv.engine.sequence import Seq, Status
-from simkv.kv.allocator import BlockAllocator, BlockId, ReuseOrder
+from simkv.kv.allocator import BlockAllocator, BlockId, InvariantViolation, ReuseOrder
 from simkv.kv.prefix_cache import HashPrefixCache, RadixPrefixCache
 from simkv.kv.swap import SwapDecision, SwapPool
 from simkv.kv.waste import WasteBreakdown
@@ -100,13 +100,10 @@ class PagedKV:
         """
         table, bs, gpu = seq.table, self.block_size, self.gpu
         ids, length = table.block_ids, table.length
-        if length % bs and self._refs[ids[-1]] > 1:  # copy-on-write of a shared partial block
-            if table.blocks_needed(num_new, gpu) > gpu.free_blocks:
-                return False
-            before = self._internal(seq)
-            table.append_tokens(gpu, num_new)
-            self.internal_slots += self._internal(seq) - before
-            return True
+        if length % bs and self._refs[ids[-1]] > 1:
+            # only forked groups share a partial block, and they take slots through
+            # groups.decode_slots; a prefix cache shares full blocks only
+            raise InvariantViolation(f"{seq} would write into a shared partial block")
         grow = -(-(length + num_new) // bs) - len(ids)  # new blocks (SequenceTable's count)
         if grow > gpu.free_blocks:
             return False
@@ -244,12 +241,12 @@ class PagedKV:
 
     def swap_out(self, seq: Seq) -> int:
         """Move ``seq``'s blocks to the CPU pool; returns the number of blocks moved."""
-        assert self.swap is not None
+        swap = self.swap_pool()
         if seq.group is not None and seq.group.tables:
             return groups.swap_group_out(self, seq)
         self.written_tokens -= seq.num_computed
         self.internal_slots -= self._internal(seq)
-        result = self.swap.swap_out([seq.table], self.gpu)
+        result = swap.swap_out([seq.table], self.gpu)
         return result.num_blocks
 
     def can_swap_in(self, seq: Seq, watermark_blocks: int) -> AllocStatus:
@@ -272,21 +269,28 @@ class PagedKV:
 
     def swap_in(self, seq: Seq) -> int:
         """Bring ``seq``'s blocks back from the CPU pool; returns the number of blocks moved."""
-        assert self.swap is not None
+        swap = self.swap_pool()
         if seq.group is not None and seq.group.tables:
             return groups.swap_group_in(self, seq)
-        result = self.swap.swap_in([seq.table], self.gpu)
+        result = swap.swap_in([seq.table], self.gpu)
         self.written_tokens += seq.num_computed
         self.internal_slots += self._internal(seq)
         return result.num_blocks
 
     def free_swapped(self, seq: Seq) -> None:
         """Release the CPU blocks of a swapped-out request (it is dropped while swapped out)."""
-        assert self.swap is not None
+        cpu = self.swap_pool().cpu
         for table in groups.tables_of(seq):
-            table.free(self.swap.cpu)
+            table.free(cpu)
         if seq.group is not None:
             seq.group.tables = []
+
+    def swap_pool(self) -> SwapPool:
+        """The CPU swap pool; :class:`InvariantViolation` when the run has none (a scheduler
+        must ask :meth:`can_swap_out` first)."""
+        if self.swap is None:
+            raise InvariantViolation("a swap without a CPU swap pool")
+        return self.swap
 
     @property
     def cpu_blocks_used(self) -> int:

@@ -117,11 +117,6 @@ class Seq:
         # end_tick (set when it joins a cohort): the cohort tick of its last token, while lazy
         self.order = 0  # cohort join stamp (running order among members)
 
-    @property
-    def in_prefill(self) -> bool:
-        """True while the known tokens are not all computed (prompt or recomputation)."""
-        return self.num_computed + 1 < self.num_tokens or self.num_output == 0
-
     def __repr__(self) -> str:
         return (
             f"Seq({self.req_id}, {self.status}, computed={self.num_computed}, "

@@ -44,6 +44,7 @@ from simkv.engine.queues import FcfsQueue, pick_victim
 from simkv.engine.registry import beam_rng, paged_memory, register
 from simkv.engine.scheduler import SchedulerBase
 from simkv.engine.sequence import Seq, Status, record_done
+from simkv.kv.allocator import InvariantViolation
 from simkv.kv.swap import SwapDecision
 from simkv.metrics.recorder import Recorder
 
@@ -134,8 +135,8 @@ class VllmV0Scheduler(SchedulerBase):
             if num_new > budget or num_seqs + width > self.cfg.max_num_seqs:
                 break
             waiting.pop()
-            ok = self.kv.allocate_slots(seq, num_new)
-            assert ok, "can_allocate said OK"
+            if not self.kv.allocate_slots(seq, num_new):
+                raise InvariantViolation(f"{seq}: can_allocate said OK, the allocation failed")
             self.running.append(seq)
             self._mark_scheduled(seq, now)
             plan.add(seq, num_new)
@@ -191,7 +192,6 @@ class VllmV0Scheduler(SchedulerBase):
     def _group_slots(self, seq: Seq, num_new: int) -> bool:
         """One decode slot for every sequence of a forked group (``num_new`` is 1); False, with
         nothing changed, if short. Copy-on-write copies go to the step's ``copy_blocks``."""
-        assert num_new == 1
         copies = groups.decode_slots(self.kv, seq)
         if copies is None:
             return False
@@ -199,8 +199,7 @@ class VllmV0Scheduler(SchedulerBase):
         return True
 
     def _add_group_decode(self, seq: Seq, plan: StepPlan) -> None:
-        assert seq.group is not None
-        groups.add_group_decodes(plan, seq, len(seq.group.tables))
+        groups.add_group_decodes(plan, seq, len(groups.group_of(seq).tables))
         plan.copy_blocks += self._copies
         self._copies = 0
         self._decoded_groups.append(seq)
@@ -259,7 +258,7 @@ class VllmV0Scheduler(SchedulerBase):
             seq.status = Status.RUNNING
             single = not groups.is_forked(seq)
             if not (self.kv.allocate_slots(seq, 1) if single else self._group_slots(seq, 1)):
-                raise AssertionError("swap-in kept the watermark free, the decode slot must fit")
+                raise InvariantViolation(f"{seq}: swapped in, its decode slot must fit")
             if single:
                 plan.add_decode(seq)
             else:
@@ -270,7 +269,8 @@ class VllmV0Scheduler(SchedulerBase):
     def _drop_swapped(self, seq: Seq, now: float) -> None:
         """Abort a swapped-out group whose next decode can never fit on the GPU (vLLM ignores
         such a group with a warning)."""
-        assert groups.is_forked(seq), "a single sequence fits: max_model_len fits the cache"
+        if not groups.is_forked(seq):  # max_model_len fits the cache (checked at start-up)
+            raise InvariantViolation(f"{seq}: a single sequence can never outgrow the GPU pool")
         self.kv.free_swapped(seq)
         seq.status = Status.ABORTED
         seq.reason = "kv_never_fits"
@@ -286,14 +286,12 @@ class VllmV0Scheduler(SchedulerBase):
 
     def _after_group_step(self) -> None:
         for seq in self._decoded_groups:
-            group = seq.group
-            assert group is not None
+            group = groups.group_of(seq)
             if group.beam and seq.status is Status.RUNNING:
                 picks = self.rng.integers(len(group.tables), size=len(group.tables))
                 groups.reshuffle_beams(self.kv, seq, picks.tolist())
         for seq in self.groups:
-            group = seq.group
-            assert group is not None
+            group = groups.group_of(seq)
             forks_now = not group.tables and seq.num_output > group.fork_after
             if forks_now and seq.status is Status.RUNNING:
                 groups.fork_group(self.kv, seq)
