@@ -115,15 +115,18 @@ class PagedKV:
         table.length = length + num_new
         return True
 
-    def grow_decode(self, seq: Seq, block: BlockId) -> None:
-        """Append ``block``, just allocated, for a decode whose table is full up to a block
-        boundary (a lazily advanced cohort member: its ``table.length`` is not up to date, so
-        it stays as it is)."""
-        ids, bs = seq.table.block_ids, self.block_size
-        ids.append(block)
-        over = len(ids) * bs - seq.final_kv_tokens  # slots past the final length, if > 0
-        if over > 0:
-            self.internal_slots += over if over < bs else bs
+    def grow_decodes(self, seqs: list[Seq], blocks: list[BlockId]) -> None:
+        """Append one just-allocated block to each of ``seqs`` (in order): decodes whose
+        tables are full up to a block boundary (decode-lane members: their ``table.length``
+        is not up to date, so it stays as it is)."""
+        bs, final_internal = self.block_size, 0
+        for seq, block in zip(seqs, blocks, strict=True):
+            ids = seq.table.block_ids
+            ids.append(block)
+            over = len(ids) * bs - seq.final_kv_tokens  # slots past the final length, if > 0
+            if over > 0:  # the new block adds min(over, bs) of them
+                final_internal += over if over < bs else bs
+        self.internal_slots += final_internal
 
     def commit(self, plan: StepPlan) -> None:
         """The step's scheduled tokens are computed: their KV is now written.

@@ -106,7 +106,9 @@ def test_set_errors_are_blamed_on_set(tmp_path: Path) -> None:
 def test_cross_field_error_points_at_the_key_without_value_error_prefix(tmp_path: Path) -> None:
     text = CONFIG + "scheduler: {kind: orca}\nkv_cache:\n  prefix_caching: hash\n"
     err = _config_error(tmp_path, text)
-    assert err.format().endswith(":12 kv_cache.prefix_caching: needs scheduler vllm_v1")
+    assert err.format().endswith(
+        ":12 kv_cache.prefix_caching: needs scheduler vllm_v1 or shortest_first"
+    )
     err = _config_error(tmp_path, CONFIG + "kv_cache:\n  num_blocks: 9\n  capacity_gib: 1\n")
     assert (err.line, err.field) == (11, "kv_cache.num_blocks")
     assert not err.message.startswith("Value error")

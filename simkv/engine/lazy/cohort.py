@@ -208,18 +208,8 @@ class DecodeCohort:
             # the common case: every member's block is free. Which member gets which of the
             # blocks popped together does not matter (they are alike: free, uncached), so
             # running order is not needed here.
-            # kv.grow_decode and _add, inlined (one pass per member at a block boundary)
-            bs, internal, last = self.block_size, 0, False
-            for seq, block in zip(due, gpu.alloc_many(len(due)), strict=True):
-                ids = seq.table.block_ids
-                ids.append(block)
-                if nxt > seq.end_tick:  # its last block: slots past its final length stay empty
-                    last = True
-                    over = len(ids) * bs - seq.final_kv_tokens
-                    if over > 0:
-                        internal += over if over < bs else bs
-            kv.internal_slots += internal
-            again = [seq for seq in due if nxt <= seq.end_tick] if last else due
+            kv.grow_decodes(due, gpu.alloc_many(len(due)))
+            again = [seq for seq in due if nxt <= seq.end_tick]
             if again:
                 later = alloc.get(nxt)
                 if later is None:
@@ -259,8 +249,8 @@ class DecodeCohort:
                 if due[i].lazy:
                     take.append(due[i])
                 i += 1
-            for member, block in zip(take, gpu.alloc_many(len(take)), strict=True):
-                kv.grow_decode(member, block)
+            kv.grow_decodes(take, gpu.alloc_many(len(take)))
+            for member in take:
                 if nxt <= member.end_tick:
                     _add(self._alloc, nxt, member)
 
