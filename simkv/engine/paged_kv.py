@@ -24,26 +24,17 @@ those from swapped-out tables; ``written_tokens``, ``internal_slots``, ``shared_
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import StrEnum
 
 from simkv.engine import groups
 from simkv.engine.plan import StepPlan
 from simkv.engine.sequence import Seq, Status
 from simkv.kv.allocator import BlockAllocator, BlockId, InvariantViolation, ReuseOrder
 from simkv.kv.prefix_cache import HashPrefixCache, RadixPrefixCache
-from simkv.kv.swap import SwapDecision, SwapPool
+from simkv.kv.swap import AllocStatus, SwapPool
 from simkv.kv.waste import WasteBreakdown
 from simkv.workload.content import UniqueKeys
 
 PrefixCaching = str  # "none" | "hash" | "radix"
-
-
-class AllocStatus(StrEnum):
-    """Admission answer (vLLM v0's ``AllocStatus``): now, after others free blocks, or never."""
-
-    OK = "ok"
-    LATER = "later"
-    NEVER = "never"
 
 
 class PagedKV:
@@ -236,10 +227,10 @@ class PagedKV:
             return AllocStatus.LATER
         return AllocStatus.OK
 
-    def can_swap_out(self, seq: Seq) -> SwapDecision:
+    def can_swap_out(self, seq: Seq) -> AllocStatus:
         """Whether ``seq``'s blocks fit in the CPU pool (NEVER when there is no pool)."""
         if self.swap is None:
-            return SwapDecision.NEVER
+            return AllocStatus.NEVER
         return self.swap.can_swap_out(groups.tables_of(seq))
 
     def swap_out(self, seq: Seq) -> int:

@@ -14,9 +14,10 @@ from simkv.kv.allocator import (
     ReuseOrder,
 )
 from simkv.kv.block_table import CopyOp, SequenceTable, fork_sequence
-from simkv.kv.swap import SwapDecision, SwapPool, SwapResult
+from simkv.kv.swap import AllocStatus, SwapPool, SwapResult
 
 __all__ = [
+    "AllocStatus",
     "BlockAllocator",
     "BlockError",
     "BlockId",
@@ -27,7 +28,6 @@ __all__ = [
     "OutOfBlocks",
     "ReuseOrder",
     "SequenceTable",
-    "SwapDecision",
     "SwapPool",
     "SwapResult",
     "fork_sequence",

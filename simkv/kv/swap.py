@@ -16,8 +16,9 @@ from simkv.kv.allocator import BlockAllocator, BlockId, InvalidBlockId, OutOfBlo
 from simkv.kv.block_table import SequenceTable
 
 
-class SwapDecision(StrEnum):
-    """Whether a group can move now (``OK``), after blocks are freed (``LATER``), or ever."""
+class AllocStatus(StrEnum):
+    """Whether blocks can be had now (``OK``), after others free some (``LATER``), or never:
+    vLLM v0's ``AllocStatus``, the answer of every can-allocate / can-swap question."""
 
     OK = "ok"
     LATER = "later"
@@ -34,12 +35,12 @@ class SwapResult:
     bytes_moved: int
 
 
-def _decide(distinct_blocks: int, target: BlockAllocator) -> SwapDecision:
+def _decide(distinct_blocks: int, target: BlockAllocator) -> AllocStatus:
     if distinct_blocks > target.num_blocks:
-        return SwapDecision.NEVER
+        return AllocStatus.NEVER
     if distinct_blocks > target.free_blocks:
-        return SwapDecision.LATER
-    return SwapDecision.OK
+        return AllocStatus.LATER
+    return AllocStatus.OK
 
 
 def _references(tables: list[SequenceTable]) -> Counter[BlockId]:
@@ -96,11 +97,11 @@ class SwapPool:
         """Tokens per block (same on GPU and CPU)."""
         return self.cpu.block_size
 
-    def can_swap_out(self, tables: Iterable[SequenceTable]) -> SwapDecision:
+    def can_swap_out(self, tables: Iterable[SequenceTable]) -> AllocStatus:
         """Whether the group's distinct GPU blocks fit in the CPU pool now / ever."""
         return _decide(len(_references(list(tables))), self.cpu)
 
-    def can_swap_in(self, tables: Iterable[SequenceTable], gpu: BlockAllocator) -> SwapDecision:
+    def can_swap_in(self, tables: Iterable[SequenceTable], gpu: BlockAllocator) -> AllocStatus:
         """Whether the group's distinct CPU blocks fit in the GPU pool now / ever."""
         return _decide(len(_references(list(tables))), gpu)
 
@@ -121,7 +122,7 @@ class SwapPool:
     ) -> SwapResult:
         refs = _references(tables)
         self._validate(tables, refs, source, target)
-        if _decide(len(refs), target) is not SwapDecision.OK:
+        if _decide(len(refs), target) is not AllocStatus.OK:
             raise OutOfBlocks(len(refs), target.free_blocks)
         mapping = dict(zip(refs, target.alloc_many(len(refs)), strict=True))
         for block_id, count in refs.items():

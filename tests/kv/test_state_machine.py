@@ -20,7 +20,7 @@ from hypothesis.stateful import (
 
 from simkv.kv.allocator import BlockAllocator, BlockId, OutOfBlocks
 from simkv.kv.block_table import SequenceTable, fork_sequence
-from simkv.kv.swap import SwapDecision, SwapPool
+from simkv.kv.swap import AllocStatus, SwapPool
 
 BLOCK_BYTES = 64
 Memory = list[list[int | None]]
@@ -42,12 +42,12 @@ def _refcounts(allocator: BlockAllocator) -> tuple[int, ...]:
     return tuple(allocator.refcount(BlockId(b)) for b in range(allocator.num_blocks))
 
 
-def _expected_decision(distinct_blocks: int, target: BlockAllocator) -> SwapDecision:
+def _expected_decision(distinct_blocks: int, target: BlockAllocator) -> AllocStatus:
     if distinct_blocks > target.num_blocks:
-        return SwapDecision.NEVER
+        return AllocStatus.NEVER
     if distinct_blocks > target.free_blocks:
-        return SwapDecision.LATER
-    return SwapDecision.OK
+        return AllocStatus.LATER
+    return AllocStatus.OK
 
 
 class KVMachine(RuleBasedStateMachine):
@@ -202,7 +202,7 @@ class KVMachine(RuleBasedStateMachine):
         assert decision is _expected_decision(distinct, target)
         free_before, before = (source.free_blocks, target.free_blocks), self._snapshot()
         move = self.pool.swap_out if out else self.pool.swap_in
-        if decision is not SwapDecision.OK:
+        if decision is not AllocStatus.OK:
             with pytest.raises(OutOfBlocks):
                 move(tables, self.gpu)
             assert self._snapshot() == before

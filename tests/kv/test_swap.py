@@ -4,7 +4,7 @@ import pytest
 
 from simkv.kv.allocator import BlockAllocator, BlockId, OutOfBlocks
 from simkv.kv.block_table import CopyOp, SequenceTable, fork_sequence
-from simkv.kv.swap import SwapDecision, SwapPool, SwapResult
+from simkv.kv.swap import AllocStatus, SwapPool, SwapResult
 
 
 def _filled(allocator: BlockAllocator, n_tokens: int) -> SequenceTable:
@@ -68,23 +68,23 @@ def test_block_shared_outside_group_stays_on_gpu():
 def test_decisions_ok_later_never():
     gpu = BlockAllocator(8, block_size=2)
     group = [_filled(gpu, 6)]  # 3 distinct blocks
-    assert SwapPool(3, 2, 1).can_swap_out(group) is SwapDecision.OK
-    assert SwapPool(2, 2, 1).can_swap_out(group) is SwapDecision.NEVER
+    assert SwapPool(3, 2, 1).can_swap_out(group) is AllocStatus.OK
+    assert SwapPool(2, 2, 1).can_swap_out(group) is AllocStatus.NEVER
     pool = SwapPool(4, 2, 1)
     pool.cpu.alloc_many(2)
-    assert pool.can_swap_out(group) is SwapDecision.LATER
-    assert pool.can_swap_in(group, BlockAllocator(2, 2)) is SwapDecision.NEVER
+    assert pool.can_swap_out(group) is AllocStatus.LATER
+    assert pool.can_swap_in(group, BlockAllocator(2, 2)) is AllocStatus.NEVER
     small = BlockAllocator(4, 2)
     small.alloc_many(2)
-    assert pool.can_swap_in(group, small) is SwapDecision.LATER
-    assert pool.can_swap_in(group, BlockAllocator(3, 2)) is SwapDecision.OK
+    assert pool.can_swap_in(group, small) is AllocStatus.LATER
+    assert pool.can_swap_in(group, BlockAllocator(3, 2)) is AllocStatus.OK
 
 
 def test_shared_blocks_count_once_in_decision():
     gpu = BlockAllocator(8, block_size=2)
     parent = _filled(gpu, 4)
     child = fork_sequence(parent, gpu, mode="lazy")
-    assert SwapPool(2, 2, 1).can_swap_out([parent, child]) is SwapDecision.OK
+    assert SwapPool(2, 2, 1).can_swap_out([parent, child]) is AllocStatus.OK
 
 
 @pytest.mark.parametrize("cpu_blocks", [1, 3])

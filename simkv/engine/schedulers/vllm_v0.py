@@ -38,14 +38,14 @@ from simkv.config.sim import SimConfig
 from simkv.engine import groups
 from simkv.engine.capacity import KVSizing
 from simkv.engine.lazy import DecodeLane
-from simkv.engine.paged_kv import AllocStatus, PagedKV
+from simkv.engine.paged_kv import PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import FcfsQueue, pick_victim
 from simkv.engine.registry import beam_rng, paged_memory, register
 from simkv.engine.scheduler import SchedulerBase
 from simkv.engine.sequence import Seq, Status, record_done
 from simkv.kv.allocator import InvariantViolation
-from simkv.kv.swap import SwapDecision
+from simkv.kv.swap import AllocStatus
 from simkv.metrics.recorder import Recorder
 
 
@@ -226,7 +226,7 @@ class VllmV0Scheduler(SchedulerBase):
             seq.status = Status.WAITING
             self.waiting.push_front(seq)
             return
-        if self.kv.can_swap_out(seq) is not SwapDecision.OK:
+        if self.kv.can_swap_out(seq) is not AllocStatus.OK:
             self._abort(seq, "swap_space_exhausted", now)
             return
         blocks = self.kv.swap_out(seq)
