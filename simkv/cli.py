@@ -244,18 +244,18 @@ def run(
 def _write_trace(run_dir: Path, frames: RunFrames | None = None) -> Path:
     from simkv.metrics.trace import write_trace
 
-    try:
-        return write_trace(run_dir, frames)
-    except InputError as err:
-        raise _fail(err) from None
+    return write_trace(run_dir, frames)
 
 
 @app.command("trace")
 def trace_cmd(
+    ctx: typer.Context,
     run_dir: Annotated[Path, typer.Argument(help="Run folder (frames as Parquet or CSV).")],
 ) -> None:
     """Write RUN_DIR/trace.json: steps and request spans for ui.perfetto.dev or chrome://tracing."""
-    typer.echo(f"wrote {_write_trace(run_dir)}")
+    with _input_errors(ctx):
+        path = _write_trace(run_dir)
+    typer.echo(f"wrote {path}")
 
 
 @app.command()
