@@ -266,11 +266,11 @@ def validate(
 ) -> None:
     """Validate a run config and print it fully resolved (every default and preset value)."""
     from simkv.config.sim import dump_resolved, load_config, located_in
-    from simkv.runner import kv_sizing
+    from simkv.runner import check_kv
 
     with _input_errors(ctx), located_in(config, set_ or []):
         cfg = load_config(config, set_ or [])
-        sizing = kv_sizing(cfg)
+        sizing = check_kv(cfg)
     typer.echo(dump_resolved(cfg), nl=False)
     typer.echo(
         f"# KV cache: {sizing.num_blocks} blocks x {sizing.block_size} tokens = "

@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
-from simkv.config.base import Frozen, YamlDoc, load_yaml, validate
+from simkv.config.base import Frozen, YamlDoc, load_yaml, one_error, validate
 from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.limits import (
@@ -29,9 +30,10 @@ from simkv.config.limits import (
 )
 from simkv.config.policy import PreemptionConfig, SchedulerConfig, VllmV1Config
 from simkv.config.profile import expand_profile
+from simkv.config.rules import RULE_SECTIONS, rule_problems
 from simkv.config.safe_yaml import load_bounded
-from simkv.config.workload import WorkloadConfig, check_sampling_scheduler
-from simkv.errors import InputError
+from simkv.config.workload import WorkloadConfig
+from simkv.errors import InputError, all_of
 
 GIB = 1 << 30
 
@@ -124,37 +126,16 @@ class SimConfig(Frozen):
 
     @model_validator(mode="after")
     def _policy_fits_scheduler(self) -> SimConfig:
-        kind = self.scheduler.kind
-        if kind != "vllm_v1" and self.kv_cache.prefix_caching not in (None, "none"):
-            raise ValueError("kv_cache.prefix_caching needs scheduler vllm_v1")
-        if kind == "vllm_v1" and self.preemption.mode == "swap":
-            raise ValueError("preemption.mode swap: vllm_v1 preempts by recompute only")
-        check_sampling_scheduler(self.workload, kind)
-        if kind == "vllm_v0" and self.preemption.victim == "lowest_priority":
-            raise ValueError("preemption.victim lowest_priority needs scheduler vllm_v1")
-        _check_tensor_parallel(self.parallel.tensor_parallel, self.model)
+        problems = rule_problems({name: getattr(self, name) for name in RULE_SECTIONS})
+        if problems:  # the first; load_config reports them all (simkv.config.rules)
+            raise ValueError(problems[0])
         return self
-
-
-def _check_tensor_parallel(tp: int, model: ModelSpec) -> None:
-    """vLLM's rule: TP divides the attention heads; KV heads are split (TP divides them) or
-    replicated (they divide TP)."""
-    heads, kv_heads = model.num_attention_heads, model.num_kv_heads
-    if heads % tp:
-        raise ValueError(
-            f"parallel.tensor_parallel {tp} must divide the model's {heads} attention heads"
-        )
-    if kv_heads % tp and tp % kv_heads:
-        raise ValueError(
-            f"parallel.tensor_parallel {tp} and the model's {kv_heads} KV heads: one must "
-            "divide the other"
-        )
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:
     key, sep, raw = item.partition("=")
     if not sep or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_0-9][\w]*)*", key):
-        raise InputError(f"expected key.path=value, got {item!r}", field="--set")
+        raise InputError(f"expected key.path=value, got {item!r}", file="--set")
     try:
         value = load_bounded(raw, "--set")[0] if raw else ""
     except yaml.YAMLError:
@@ -207,11 +188,24 @@ def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
     the default ``kind``). The key paths set are noted in ``doc.set_paths`` (errors there are
     blamed on ``--set``).
     """
+    errors = apply_overrides_all(doc, overrides)
+    if errors:
+        raise all_of(errors)
+
+
+def apply_overrides_all(doc: YamlDoc, overrides: list[str]) -> list[InputError]:
+    """:func:`apply_overrides` that skips the items it cannot apply and returns their errors."""
+    errors = []
     for item in overrides:
-        keys, value = _parse_override(item)
+        try:
+            keys, value = _parse_override(item)
+        except InputError as err:
+            errors.append(err)
+            continue
         if isinstance(doc.data, dict):
             _parent_of(doc.data, keys)[keys[-1]] = value
             doc.set_paths.add(tuple(keys))
+    return errors
 
 
 def _measured_path(doc: YamlDoc) -> Path | None:
@@ -225,10 +219,7 @@ def _measured_path(doc: YamlDoc) -> Path | None:
         return None  # validation reports a bad flag or path
     resolved = Path(doc.file).parent / path
     if not resolved.exists():
-        raise InputError(
-            f"no such file or folder: {resolved}", file=doc.file,
-            line=doc.line_of(("workload", "path")), field="workload.path",
-        )  # fmt: skip
+        raise doc.error_at(("workload", "path"), f"no such file or folder: {resolved}")
     return resolved
 
 
@@ -289,29 +280,71 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> SimConf
     doc = load_yaml(path)
     if not isinstance(doc.data, dict):
         raise InputError("a run config must be a mapping", file=path, line=1)
-    apply_overrides(doc, overrides or [])
-    apply_measured_engine(doc)
-    expand_profile(doc)
-    return validate(SimConfig, doc)
+    errors = apply_overrides_all(doc, overrides or [])
+    try:
+        apply_measured_engine(doc)
+    except InputError as err:  # a missing measurement: validation still reports the rest
+        errors.append(err)
+    try:
+        expand_profile(doc)
+    except InputError as err:
+        errors.append(err)
+        doc.data["cost_model"] = {k: v for k, v in doc.data["cost_model"].items() if k != "profile"}
+    try:
+        cfg = validate(SimConfig, doc)
+    except InputError as err:
+        errors += [err, *rule_errors(doc)]
+    if errors:
+        raise all_of(errors)
+    return cfg
+
+
+@cache
+def _section_adapter(name: str) -> TypeAdapter[Any]:
+    """Validates one top-level section of :class:`SimConfig` on its own."""
+    field = SimConfig.model_fields[name]
+    if field.metadata:  # a discriminated union keeps its discriminator
+        return TypeAdapter(Annotated[(field.annotation, *field.metadata)])  # type: ignore[misc]
+    return TypeAdapter(field.annotation)
+
+
+def rule_errors(doc: YamlDoc) -> list[InputError]:
+    """The errors of :mod:`simkv.config.rules` over the sections of ``doc`` that are valid on
+    their own (located as validation locates them)."""
+    data = SimConfig._default_prefix_caching(dict(doc.data))
+    sections: dict[str, Any] = {}
+    for name in RULE_SECTIONS:
+        field = SimConfig.model_fields[name]
+        if name not in data:
+            sections[name] = None if field.is_required() else field.default
+            continue
+        try:
+            sections[name] = _section_adapter(name).validate_python(data[name])
+        except ValidationError:
+            sections[name] = None
+    items = [{"loc": (), "type": "value_error", "msg": msg} for msg in rule_problems(sections)]
+    return [one_error(item, doc, SimConfig) for item in items]
 
 
 @contextmanager
 def located_in(path: str | Path, overrides: list[str]) -> Iterator[None]:
-    """Give an :class:`InputError` raised after validation (say, by KV sizing) that names a
-    config key but no file the place of that key: ``--set`` if an override wrote it, else
-    ``file:line`` in the config."""
+    """Give each line of an :class:`InputError` raised after validation (say, by KV sizing)
+    that names a config key but no file the place of that key: ``--set`` if an override wrote
+    it, else ``file:line`` in the config."""
     try:
         yield
     except InputError as err:
-        if err.file is not None or err.field is None:
+        lines = [err, *err.also]
+        if all(one.file is not None or one.field is None for one in lines):
             raise
         doc = load_yaml(path)
-        apply_overrides(doc, overrides)
-        keys = tuple(err.field.split("."))
-        if doc.from_set(keys):
-            raise InputError(err.message, file="--set", field=err.field) from None
-        line = doc.line_of(keys)
-        raise InputError(err.message, file=path, line=line, field=err.field) from None
+        apply_overrides_all(doc, overrides)
+        located = [
+            one if one.file is not None or one.field is None
+            else doc.error_at(tuple(one.field.split(".")), one.message)
+            for one in lines
+        ]  # fmt: skip
+        raise all_of(located) from None
 
 
 def dump_resolved(cfg: SimConfig) -> str:
