@@ -8,7 +8,6 @@ the columns and their order; empty values (a request never scheduled) read back 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 
@@ -16,16 +15,13 @@ import numpy as np
 import pandas as pd
 
 from simkv.errors import InputError
+from simkv.metrics.frame_format import FRAME_NAMES, FrameFormat
 from simkv.metrics.recorder import RunFrames
 
-FRAME_NAMES = ("requests", "steps", "itl")
-
-
-class FrameFormat(StrEnum):
-    """File format of a run's frames."""
-
-    parquet = "parquet"
-    csv = "csv"
+__all__ = [
+    "FRAME_NAMES", "FrameFormat", "frame_path", "missing_frames", "read_frame", "read_frames",
+    "read_table", "write_frames",
+]  # fmt: skip
 
 
 def write_frames(frames: RunFrames, out_dir: Path, fmt: FrameFormat) -> list[Path]:
