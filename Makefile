@@ -27,9 +27,6 @@ demo: $(STAMP)
 waste: $(STAMP)
 	$(BIN)/simkv waste traces/azure2023/AzureLLMInferenceTrace_conv.csv
 
-fuzz: $(STAMP)
-	$(BIN)/pytest -m fuzz tests/fuzz
-
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_speed.py
 

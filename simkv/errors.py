@@ -44,3 +44,15 @@ class InputError(Exception):
         # one line, whatever the message quotes (str.splitlines knows every line boundary)
         message = " ".join(part.strip() for part in self.message.splitlines()).strip()
         return f"{head}: {message}" if head else message
+
+
+def all_of(errors: Sequence[InputError]) -> InputError:
+    """One error holding every line of ``errors`` (their ``also`` included) once each, sorted
+    by line, ``--set`` errors last: the first line is the error, the others its ``also``."""
+    flat = [one for err in errors for one in (err, *err.also)]
+    unique = list({err.format(): err for err in flat}.values())
+    unique.sort(key=lambda err: (err.file == "--set", err.line or 0))
+    first = unique[0]
+    return InputError(
+        first.message, file=first.file, line=first.line, field=first.field, also=unique[1:]
+    )

@@ -27,7 +27,7 @@ from simkv.engine.costs import build_cost_model
 from simkv.engine.engine import Engine
 from simkv.engine.intake import EngineLimits
 from simkv.engine.registry import build_scheduler
-from simkv.errors import InputError
+from simkv.errors import InputError, all_of
 from simkv.metrics.files import FrameFormat, write_frames
 from simkv.metrics.recorder import Recorder, RunFrames
 from simkv.metrics.summary import DEFAULT_PERCENTILES, summarize
@@ -139,6 +139,40 @@ def check_schedulable(cfg: SimConfig, workload: Workload) -> None:
         )
 
 
+def check_kv(cfg: SimConfig) -> KVSizing:
+    """The KV pool of ``cfg``, checked as vLLM checks it at start-up (it holds one request of
+    ``max_model_len`` tokens under the paged schedulers)."""
+    sizing = kv_sizing(cfg)
+    _check_fits_max_len(cfg, sizing)
+    return sizing
+
+
+def _checked_inputs(
+    cfg: SimConfig, base_dir: Path, workload: Workload | None
+) -> tuple[Workload, KVSizing]:
+    """The workload (built unless given) and KV pool of a run; the errors of the workload's
+    files, the KV pool and schedulability are raised together, one a line."""
+    errors: list[InputError] = []
+    sizing = None
+    if workload is None:
+        try:
+            workload = build_workload(cfg.workload, np.random.default_rng(cfg.seed), base_dir)
+        except InputError as err:
+            errors.append(err)
+    try:
+        sizing = check_kv(cfg)
+    except InputError as err:
+        errors.append(err)
+    if workload is not None:
+        try:
+            check_schedulable(cfg, workload)
+        except InputError as err:
+            errors.append(err)
+    if errors or workload is None or sizing is None:
+        raise all_of(errors)
+    return workload, sizing
+
+
 ProgressFn = Callable[[int, int], None]
 
 
@@ -158,11 +192,7 @@ def build_engine(
     ``fast_forward`` and ``pull_arrivals`` as :class:`~simkv.engine.engine.Engine` takes them
     (both change nothing in the results; tests compare).
     """
-    if workload is None:
-        workload = build_workload(cfg.workload, np.random.default_rng(cfg.seed), base_dir)
-    sizing = kv_sizing(cfg)
-    _check_fits_max_len(cfg, sizing)
-    check_schedulable(cfg, workload)
+    workload, sizing = _checked_inputs(cfg, base_dir, workload)
     cost = build_cost_model(
         cfg.cost_model, cfg.model, cfg.gpu, tensor_parallel=cfg.parallel.tensor_parallel,
         block_size=sizing.block_size, base_dir=base_dir,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -122,3 +124,61 @@ def test_run_time_config_error_names_file_and_line(tiny: Path, tmp_path: Path) -
     line = _one_error(["run", str(tiny), "--out", str(tmp_path / "o")], f"{tiny}:9 kv_cache:")
     assert "the KV cache holds 12 tokens" in line
     assert not (tmp_path / "o").exists()
+
+
+def _damage_steps_text(run: Path) -> Path:
+    path = run / "steps.parquet"
+    steps = pd.read_parquet(path)
+    steps["decode_tokens"] = "many"
+    steps.to_parquet(path)
+    return path
+
+
+def _damage_requests_infinite(run: Path) -> Path:
+    path = run / "requests.parquet"
+    requests = pd.read_parquet(path)
+    requests.loc[0, "first_token_s"] = float("inf")
+    requests.to_parquet(path)
+    return path
+
+
+def _damage_requests_missing(run: Path) -> Path:
+    (run / "requests.parquet").unlink()
+    return run
+
+
+def _damage_steps_csv(run: Path) -> Path:
+    (run / "steps.parquet").unlink()
+    (run / "steps.csv").write_bytes(b'time_s,duration_s\n"unclosed\n\xff\xfe')
+    return run / "steps.csv"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _damage_steps_columns,
+        _damage_itl_garbage,
+        _damage_steps_text,
+        _damage_requests_infinite,
+        _damage_requests_missing,
+        _damage_steps_csv,
+    ],
+)
+def test_trace_on_a_damaged_run_names_the_file(run_dir: Path, damage) -> None:
+    broken = damage(run_dir)
+    _one_error(["trace", str(run_dir)], str(broken))
+    assert not (run_dir / "trace.json").exists()
+
+
+def test_trace_entry_point_on_garbage_frames(run_dir: Path) -> None:
+    simkv = Path(sys.executable).with_name("simkv")
+    if not simkv.exists():
+        pytest.skip("simkv entry point not installed")
+    broken = _damage_steps_text(run_dir)
+    proc = subprocess.run([str(simkv), "trace", str(run_dir)], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {broken}: damaged run file: decode_tokens is not a finite number"
+    ]

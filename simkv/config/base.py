@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from simkv.config.safe_yaml import decode_utf8, load_bounded
-from simkv.errors import InputError
+from simkv.errors import InputError, all_of
 
 M = TypeVar("M", bound=BaseModel)
 KeyPath = tuple[str | int, ...]
@@ -75,6 +75,14 @@ class YamlDoc:
             if line is not None:
                 return line
         return None
+
+    def error_at(self, path: KeyPath, message: str) -> InputError:
+        """``message`` about the key at ``path``: blamed on ``--set`` if an override wrote it,
+        else on this file at the key's line."""
+        field = ".".join(str(part) for part in path) or None
+        if self.from_set(path):
+            return InputError(message, file="--set", field=field)
+        return InputError(message, file=self.file, line=self.line_of(path), field=field)
 
     def from_set(self, path: KeyPath) -> bool:
         """Whether ``path`` was written by ``--set`` rather than by the file: a ``--set`` key path
@@ -203,7 +211,8 @@ _MISSING = object()
 _PREFIXES = ("Value error, ", "Assertion failed, ")
 
 
-def _one_error(item: Any, doc: YamlDoc, model: type[BaseModel] | None) -> InputError:
+def one_error(item: Any, doc: YamlDoc, model: type[BaseModel] | None) -> InputError:
+    """One pydantic error item (``loc``, ``type``, ``msg``) as a located :class:`InputError`."""
     loc = tuple(item["loc"])
     model_level = item["type"] in ("value_error", "assertion_error")
     path = _data_path(doc.data, loc, keep_last=not model_level)
@@ -221,10 +230,7 @@ def _one_error(item: Any, doc: YamlDoc, model: type[BaseModel] | None) -> InputE
     elif item["type"] in ("union_tag_invalid", "union_tag_not_found"):
         tag = str(item.get("ctx", {}).get("discriminator", "")).strip("'")
         path = (*path, tag) if tag and (not path or path[-1] != tag) else path
-    field = ".".join(str(p) for p in path) or None
-    if doc.from_set(path):
-        return InputError(message, file="--set", field=field)
-    return InputError(message, file=doc.file, line=doc.line_of(path), field=field)
+    return doc.error_at(path, message)
 
 
 def error_from_validation(
@@ -233,13 +239,7 @@ def error_from_validation(
     """Every pydantic error as ``file:line key.path: message``, sorted by line (``--set`` ones
     last); the first is the error, the others its ``also``. ``model`` (the validated model)
     lets an unknown key suggest the closest known one."""
-    errors = [_one_error(item, doc, model) for item in err.errors()]
-    unique = list({e.format(): e for e in errors}.values())
-    unique.sort(key=lambda e: (e.file == "--set", e.line or 0))
-    first = unique[0]
-    return InputError(
-        first.message, file=first.file, line=first.line, field=first.field, also=unique[1:]
-    )
+    return all_of([one_error(item, doc, model) for item in err.errors()])
 
 
 def validate(model: type[M], doc: YamlDoc) -> M:

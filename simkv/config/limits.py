@@ -16,7 +16,10 @@ from pydantic import Field
 MAX_TOKENS = 2**31
 """Longest length of anything in tokens (prompt, output, context, block)."""
 MAX_REQUESTS = 10**7
-"""Most requests (or sessions) a synthetic workload may generate."""
+"""Most requests (or sessions) a synthetic workload may generate: a count given, or expected
+from ``duration_s`` × the arrival rate (a rate of 1e9/s for 1e9 s would be 10^18 requests), or
+the turns a multi-turn workload draws. A million requests take about a minute and 1.3 GB
+(docs/performance.md); ten times that is the most one run is meant for."""
 MAX_GPU_GIB = 1024.0
 """Most memory one GPU could have (GiB); today's largest have under 300."""
 MAX_SWAP_GIB = 16384.0
@@ -29,13 +32,33 @@ MAX_BLOCKS = 2**26
 """Most KV blocks per GPU (given or derived): the simulator keeps per-block tables."""
 MAX_TP = 1024
 """Largest tensor-parallel degree."""
+MIN_PRIORITY = -(2**31)
+"""Smallest request priority (lower = more important)."""
+MAX_PRIORITY = 2**31 - 1
+"""Largest request priority. vLLM takes any Python int; simkv keeps priorities in int64
+columns, so a trace's 1e30 would wrap. A 32-bit range is more classes than any scheduler uses."""
+MAX_ARRIVAL_S = 1e9
+"""Latest arrival time in seconds (about 31 years), of a trace row (after ``time_scale`` or
+``rate``) or a generated request, and longest think time: at 10^9 s a float64 time still
+resolves 10^-7 s, below any step time; beyond, steps would stop advancing the clock."""
+MAX_SEGMENTS = 10**8
+"""Most prompt-content segments a generated workload may hold (8 bytes each, about 1 GB with
+their lengths): a multi-turn session of k turns holds k² of them, so long sessions outgrow
+memory long before their request count does."""
 
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS, description=f"tokens, 1..{MAX_TOKENS}")]
 """A positive length in tokens, at most :data:`MAX_TOKENS`."""
 TokensFloat = Annotated[float, Field(gt=0, le=MAX_TOKENS)]
 """A positive (mean or median) length in tokens, at most :data:`MAX_TOKENS`."""
+Seconds = Annotated[float, Field(ge=0, le=MAX_ARRIVAL_S, description="s, 0..1e9")]
+"""A time span in seconds in [0, :data:`MAX_ARRIVAL_S`]."""
 RequestCount = Annotated[int, Field(ge=1, le=MAX_REQUESTS)]
 """A number of requests or sessions, at most :data:`MAX_REQUESTS`."""
+Priority = Annotated[
+    int,
+    Field(ge=MIN_PRIORITY, le=MAX_PRIORITY, description=f"{MIN_PRIORITY}..{MAX_PRIORITY}"),
+]
+"""A request priority in [:data:`MIN_PRIORITY`, :data:`MAX_PRIORITY`]."""
 MAX_NAME_CHARS = 100
 """Longest run or sweep name (it is a folder name under reports/)."""
 FolderName = Annotated[

@@ -52,17 +52,12 @@ def expand_profile(doc: YamlDoc) -> None:
     section = doc.data.get("cost_model") if isinstance(doc.data, dict) else None
     if not isinstance(section, dict) or "profile" not in section:
         return
-    where = {
-        "file": doc.file,
-        "line": doc.line_of(("cost_model", "profile")),
-        "field": "cost_model.profile",
-    }
-    name = section["profile"]
+    name, key = section["profile"], ("cost_model", "profile")
     if not isinstance(name, str) or not name:
-        raise InputError("expected the path of a calibration profile", **where)  # type: ignore[arg-type]
+        raise doc.error_at(key, "expected the path of a calibration profile")
     path = Path(doc.file).parent / name
     if not path.is_file():
-        raise InputError(f"no such profile: {path}", **where)  # type: ignore[arg-type]
+        raise doc.error_at(key, f"no such profile: {path}")
     profile = read_profile(path).model_dump(mode="json")
     overrides = {key: value for key, value in section.items() if key != "profile"}
     doc.data["cost_model"] = {**profile, **overrides}

@@ -28,8 +28,11 @@ from simkv.config.base import Frozen
 from simkv.config.limits import (
     MAX_LOG_SIGMA,
     MAX_LOG_TOKENS,
+    MAX_REQUESTS,
     MAX_TOKENS,
+    Priority,
     RequestCount,
+    Seconds,
     Tokens,
     TokensFloat,
 )
@@ -97,6 +100,16 @@ class _Rate(Frozen):
     def ends_at_zero_rate(self) -> bool:
         """True when the last schedule rate is 0 (no fixed number of arrivals is reachable)."""
         return self.schedule is not None and self.schedule[-1][1] == 0
+
+    def expected_arrivals(self, duration_s: float) -> float:
+        """Mean number of arrivals in [0, duration_s): ∫ rate (inf when it overflows)."""
+        pieces = self.schedule if self.schedule is not None else [(0.0, self.rate or 0.0)]
+        ends = [start for start, _ in pieces[1:]] + [duration_s]
+        return sum(
+            rate * (min(end, duration_s) - start)
+            for (start, rate), end in zip(pieces, ends, strict=True)
+            if start < duration_s
+        )
 
 
 class PoissonArrival(_Rate):
@@ -219,7 +232,7 @@ LengthConfig = Annotated[
 class PriorityConfig(Frozen):
     """Request priorities drawn from ``values`` (lower = more important)."""
 
-    values: list[int] = Field(min_length=1, description="possible priorities")
+    values: list[Priority] = Field(min_length=1, description="possible priorities")
     weights: list[NonNegativeFloat] | None = Field(
         None, description="relative probability of each value; None = equally likely"
     )
@@ -237,11 +250,19 @@ class PriorityConfig(Frozen):
 def _check_size(
     count: int | None, duration_s: float | None, arrival: ArrivalConfig, count_name: str
 ) -> None:
-    """Exactly one of a count and a duration; a count needs arrivals that never stop."""
+    """Exactly one of a count and a duration; a count needs arrivals that never stop; a
+    duration expects at most :data:`MAX_REQUESTS` arrivals."""
     if (count is None) == (duration_s is None):
         raise ValueError(f"give exactly one of {count_name} and duration_s")
     if count is not None and arrival.ends_at_zero_rate:
         raise ValueError(f"with {count_name}, the arrival schedule must not end at rate 0")
+    expected = arrival.expected_arrivals(duration_s) if duration_s is not None else 0.0
+    if expected > MAX_REQUESTS:
+        raise ValueError(
+            f"duration_s: {duration_s:g} s at the arrival rate expects {expected:.3g} arrivals, "
+            f"more than {MAX_REQUESTS:,} (simkv.config.limits.MAX_REQUESTS): shorten "
+            "duration_s or lower the rate"
+        )
 
 
 class ParallelSampling(Frozen):
@@ -330,18 +351,18 @@ class SharedPrefixWorkload(Frozen):
 
 class FixedThink(Frozen):
     kind: Literal["fixed"]
-    value_s: NonNegativeFloat = Field(description="every think time, s")
+    value_s: Seconds = Field(description="every think time, s")
 
 
 class ExponentialThink(Frozen):
     kind: Literal["exponential"]
-    mean_s: PositiveFloat = Field(description="mean think time, s")
+    mean_s: Seconds = Field(gt=0, description="mean think time, s")
 
 
 class UniformThink(Frozen):
     kind: Literal["uniform"]
-    low_s: NonNegativeFloat = Field(description="shortest think time, s (included)")
-    high_s: NonNegativeFloat = Field(description="longest think time, s")
+    low_s: Seconds = Field(description="shortest think time, s (included)")
+    high_s: Seconds = Field(description="longest think time, s")
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:

@@ -7,22 +7,21 @@ the columns and their order; empty values (a request never scheduled) read back 
 
 from __future__ import annotations
 
-from enum import StrEnum
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 
+import numpy as np
 import pandas as pd
 
 from simkv.errors import InputError
+from simkv.metrics.frame_format import FRAME_NAMES, FrameFormat
 from simkv.metrics.recorder import RunFrames
 
-FRAME_NAMES = ("requests", "steps", "itl")
-
-
-class FrameFormat(StrEnum):
-    """File format of a run's frames."""
-
-    parquet = "parquet"
-    csv = "csv"
+__all__ = [
+    "FRAME_NAMES", "FrameFormat", "frame_path", "missing_frames", "read_frame", "read_frames",
+    "read_table", "write_frames",
+]  # fmt: skip
 
 
 def write_frames(frames: RunFrames, out_dir: Path, fmt: FrameFormat) -> list[Path]:
@@ -60,13 +59,58 @@ def missing_frames(run_dir: Path) -> list[str]:
     return [f"{name}.parquet" for name in FRAME_NAMES if frame_path(run_dir, name) is None]
 
 
-def read_frames(run_dir: Path) -> RunFrames:
-    """The frames of a run folder, from Parquet or CSV; :class:`InputError` if one is missing."""
+def _numbers(table: pd.DataFrame, name: str, allow_nan: bool) -> bool:
+    """Whether column ``name`` holds only finite numbers (NaN too if ``allow_nan``)."""
+    column = table[name]
+    if not pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
+        return False
+    values = column.to_numpy(np.float64, na_value=np.nan)
+    return bool(np.all(np.isfinite(values) | (allow_nan & np.isnan(values))))
+
+
+def read_table(
+    path: Path,
+    columns: Sequence[str] = (),
+    *,
+    finite: Sequence[str] = (),
+    numeric: Sequence[str] = (),
+) -> pd.DataFrame:
+    """A frame file (Parquet or CSV) with at least ``columns``, finite numbers in every row of
+    ``finite`` and finite numbers or NaN in ``numeric``; anything else (unreadable bytes, a
+    missing column, text or infinity where a number belongs) is an :class:`InputError` naming
+    the file."""
+    try:
+        table = read_frame(path)
+    except Exception as err:  # pyarrow and pandas raise several unrelated types for damage
+        message = f"not a readable {path.suffix.lstrip('.')} table ({type(err).__name__})"
+        raise InputError(message, file=path) from None
+    needed = dict.fromkeys((*columns, *finite, *numeric))
+    missing = [name for name in needed if name not in table.columns]
+    if missing:
+        raise InputError(f"damaged run file: missing columns {', '.join(missing)}", file=path)
+    for names, allow_nan in ((finite, False), (numeric, True)):
+        bad = [name for name in names if not _numbers(table, name, allow_nan)]
+        if bad:
+            raise InputError(f"damaged run file: {bad[0]} is not a finite number", file=path)
+    return table
+
+
+def read_frames(
+    run_dir: Path,
+    columns: Mapping[str, Sequence[str]] = MappingProxyType({}),
+    *,
+    finite: Mapping[str, Sequence[str]] = MappingProxyType({}),
+    numeric: Mapping[str, Sequence[str]] = MappingProxyType({}),
+) -> RunFrames:
+    """The frames of a run folder, from Parquet or CSV, each checked by :func:`read_table`
+    (the mappings go from frame name to its columns); :class:`InputError` naming the folder
+    or the file that is missing or damaged."""
     tables = []
     for name in FRAME_NAMES:
         path = frame_path(run_dir, name)
         if path is None:
             message = f"not a simkv run folder: missing {name}.parquet or .csv"
             raise InputError(message, file=run_dir)
-        tables.append(read_frame(path))
+        checks = {"finite": finite.get(name, ()), "numeric": numeric.get(name, ())}
+        tables.append(read_table(path, columns.get(name, ()), **checks))
     return RunFrames(*tables)

@@ -36,6 +36,9 @@ _ENGINE, _REQUESTS = 1, 2
 _US = 1e6  # trace times are microseconds
 _SUMMED = ("prefill_tokens", "decode_tokens")  # a window's tokens: its steps' sum
 _LAST = ("batch_size", "num_running", "num_waiting", "blocks_used")  # its last step's state
+# the columns a trace reads, checked when read back from a run folder (a damaged file is named)
+_FINITE = {"steps": ("time_s", "duration_s", *_SUMMED, *_LAST), "requests": ("req_id", "arrival_s")}
+_TIMES = {"requests": ("first_scheduled_s", "first_token_s", "finish_s")}  # NaN: never reached
 
 
 def _meta(pid: int, tid: int | None, name: str) -> dict[str, Any]:
@@ -121,8 +124,11 @@ def trace_document(frames: RunFrames) -> dict[str, Any]:
 
 
 def write_trace(run_dir: Path, frames: RunFrames | None = None) -> Path:
-    """Write ``run_dir/trace.json`` from ``frames`` (default: the folder's); returns its path."""
+    """Write ``run_dir/trace.json`` from ``frames`` (default: the folder's, checked: a missing
+    or damaged frame file is an :class:`InputError` naming it); returns its path."""
     path = run_dir / TRACE_FILE
-    doc = trace_document(frames if frames is not None else read_frames(run_dir))
+    if frames is None:
+        frames = read_frames(run_dir, {"requests": ("status",)}, finite=_FINITE, numeric=_TIMES)
+    doc = trace_document(frames)
     path.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
     return path

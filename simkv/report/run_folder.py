@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import yaml
 
 from simkv.errors import InputError
-from simkv.metrics.files import FRAME_NAMES, frame_path, read_frame
+from simkv.metrics.files import FRAME_NAMES, frame_path, read_table
 from simkv.metrics.recorder import STEP_COLUMNS, RunFrames
 
 RUN_FILES = ("summary.json", "config.resolved.yaml")  # and the frames, Parquet or CSV
@@ -42,20 +41,6 @@ class RunFolder:
     @property
     def name(self) -> str:
         return str(self.config.get("name") or self.path.name)
-
-
-def read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
-    """A frame file (Parquet or CSV) with at least ``columns``; anything else is an
-    :class:`InputError`."""
-    try:
-        table = read_frame(path)
-    except Exception as err:  # pyarrow and pandas raise several unrelated types for damage
-        message = f"not a readable {path.suffix.lstrip('.')} table ({type(err).__name__})"
-        raise InputError(message, file=path) from None
-    missing = [name for name in columns if name not in table.columns]
-    if missing:
-        raise InputError(f"damaged run file: missing columns {', '.join(missing)}", file=path)
-    return table
 
 
 def _read_text(path: Path) -> str:

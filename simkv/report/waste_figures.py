@@ -2,7 +2,9 @@
 
 Figures are built on :class:`matplotlib.figure.Figure` directly (no pyplot global state) and
 rendered by the Agg/SVG canvases. Each is saved as PNG and SVG; the SVG is byte-stable across
-runs (fixed ``svg.hashsalt``, no date metadata).
+runs (fixed ``svg.hashsalt``, no date metadata). Figures are built and saved under the run
+reports' rcParams (:data:`simkv.report.figures.REPORT_RC`): no mathtext, so any label is drawn
+as written (``$\\foo$`` or ``$$`` included).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from matplotlib.figure import Figure
 
 from simkv.analysis.waste_study import WasteStudy
 from simkv.kv.waste import CATEGORIES, CATEGORY_LABELS
+from simkv.report.figures import REPORT_RC
 
 _COLORS = ("tab:blue", "tab:orange", "tab:red", "tab:purple", "0.85")
 _CONTIGUOUS_STYLES = (
@@ -36,6 +39,11 @@ def breakdown_figure(replay: pd.DataFrame, *, pool_slots: int) -> Figure:
     The label on each bar is the wasted share: reservation + internal + external fragmentation
     (a scheme whose every request was skipped has NaN shares, no bar and "nothing ran").
     """
+    with mpl.rc_context(dict(REPORT_RC)):  # texts take text.parse_math when created
+        return _breakdown(replay, pool_slots)
+
+
+def _breakdown(replay: pd.DataFrame, pool_slots: int) -> Figure:
     fig = Figure(figsize=(7.5, 4.2))
     ax = fig.add_subplot()
     labels = [
@@ -64,6 +72,11 @@ def breakdown_figure(replay: pd.DataFrame, *, pool_slots: int) -> Figure:
 
 def block_size_figure(static: pd.DataFrame, *, max_context_len: int) -> Figure:
     """Paged waste vs block size (static snapshot), contiguous schemes as reference lines."""
+    with mpl.rc_context(dict(REPORT_RC)):
+        return _by_block_size(static, max_context_len)
+
+
+def _by_block_size(static: pd.DataFrame, max_context_len: int) -> Figure:
     fig = Figure(figsize=(6.5, 4.0))
     ax = fig.add_subplot()
     paged = static[static["scheme"] == "paged"].sort_values("block_size")
@@ -88,7 +101,7 @@ def block_size_figure(static: pd.DataFrame, *, max_context_len: int) -> Figure:
 def save_figure(fig: Figure, stem: Path) -> list[Path]:
     """Write ``stem.png`` and ``stem.svg``; the SVG bytes depend only on the figure."""
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    with mpl.rc_context({"svg.hashsalt": "simkv", "svg.fonttype": "path"}):
+    with mpl.rc_context(dict(REPORT_RC)):
         fig.savefig(paths[0], format="png", dpi=150)
         fig.savefig(paths[1], format="svg", metadata={"Date": None})
     return paths

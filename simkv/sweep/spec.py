@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +27,22 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from simkv.config.base import Frozen, KeyPath, YamlDoc, error_from_validation, load_yaml, validate
+from simkv.config.base import Frozen, YamlDoc, load_yaml, validate
 from simkv.config.limits import FolderName
-from simkv.config.sim import SimConfig, apply_overrides, dump_resolved
+from simkv.config.sim import SimConfig, dump_resolved
 from simkv.errors import InputError
 from simkv.sweep.digest import run_digest
+from simkv.sweep.points import (
+    VARIANT_AXIS,
+    Base,
+    Point,
+    apply_point,
+    leaves,
+    load_base,
+    locate,
+    slug,
+)
 
-VARIANT_AXIS = "variant"
 KEY_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_0-9]\w*)*")
 Values = Annotated[list[Any], Field(min_length=1)]
 
@@ -58,14 +66,6 @@ class SweepSpec(Frozen):
         None, gt=0, allow_inf_nan=False,
         description="wall-clock limit per run, s (a run past it is recorded as failed: timeout)",
     )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Point:
-    """One point of the expansion: axis → value, and axis → where that value is in the sweep."""
-
-    values: dict[str, Any]
-    origins: dict[str, KeyPath]
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def _check_keys(spec: SweepSpec, doc: YamlDoc) -> None:
     paths += [
         (("variants", name, *path), ".".join(path))
         for name, variant in spec.variants.items()
-        for path in _leaves(variant)
+        for path in leaves(variant)
     ]
     for where, key in paths:
         if not KEY_PATTERN.fullmatch(key):
@@ -165,129 +165,15 @@ def expand(spec: SweepSpec) -> list[Point]:
     return points
 
 
-def _leaves(mapping: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Key paths of every non-mapping value in a nested mapping (empty mappings set nothing)."""
-    out: list[tuple[str, ...]] = []
-    for key, value in mapping.items():
-        path = (*prefix, str(key))
-        out.extend(_leaves(value, path) if isinstance(value, dict) else [path])
-    return out
-
-
-def _set_path(data: dict[str, Any], keys: tuple[str, ...], value: Any) -> None:
-    """Set a key path as ``--set`` does (a preset name becomes ``{preset: name}``)."""
-    apply_overrides(YamlDoc(data, {}, ""), [".".join(keys) + "=null"])  # creates the path
-    node = data
-    for key in keys[:-1]:
-        node = node[key]
-    node[keys[-1]] = copy.deepcopy(value)
-
-
-def _note(lines: dict[KeyPath, int], path: KeyPath, line: int | None) -> None:
-    if line is not None:
-        lines[path] = line
-
-
-@dataclass(frozen=True)
-class _Base:
-    """The base mapping with overrides applied, its file (None if inline), and sweep lines."""
-
-    data: dict[str, Any]
-    doc: YamlDoc | None
-    lines: dict[KeyPath, int]
-
-
-def _load_base(spec: SweepSpec, doc: YamlDoc) -> tuple[_Base, Path]:
-    """Base + overrides, and the directory that the runs' relative paths resolve against."""
-    sweep_dir = Path(doc.file).parent
-    lines: dict[KeyPath, int] = {}
-    if isinstance(spec.base, dict):
-        data, base_doc, base_dir = copy.deepcopy(spec.base), None, sweep_dir
-        for path, line in doc.lines.items():
-            if len(path) > 1 and path[0] == "base":
-                lines[path[1:]] = line
-    else:
-        base_doc = load_yaml(sweep_dir / spec.base)
-        if not isinstance(base_doc.data, dict):
-            raise InputError("a run config must be a mapping", file=base_doc.file, line=1)
-        data, base_dir = base_doc.data, Path(base_doc.file).parent
-    for i, item in enumerate(spec.overrides):
-        line = doc.line_of(("overrides", i))
-        try:
-            apply_overrides(YamlDoc(data, {}, doc.file), [item])
-        except InputError as err:
-            raise InputError(err.message, file=doc.file, line=line, field="overrides") from None
-        _note(lines, tuple(item.partition("=")[0].split(".")), line)
-    return _Base(data, base_doc, lines), base_dir
-
-
-def _apply_point(data: dict[str, Any], spec: SweepSpec, point: Point, doc: YamlDoc,
-                 lines: dict[KeyPath, int]) -> None:  # fmt: skip
-    """Apply the point to ``data``; note each config path it sets with its sweep-file line."""
-    for axis, value in point.values.items():
-        origin = point.origins[axis]
-        if axis != VARIANT_AXIS:
-            path = tuple(axis.split("."))
-            _set_path(data, path, value)
-            _note(lines, path, doc.line_of(origin))
-            continue
-        variant = spec.variants[value]
-        for path in _leaves(variant):
-            node: Any = variant
-            for key in path:
-                node = node[key]
-            _set_path(data, path, node)
-            for cut in range(1, len(path) + 1):
-                _note(lines, path[:cut], doc.line_of((*origin, *path[:cut])))
-
-
-def slug(point: dict[str, Any], max_len: int = 60) -> str:
-    """Readable folder prefix from axis values: ``bs16-recompute``, ``orca_max-mns64``.
-
-    A string value (or a variant name) is shown as is; any other value follows the initials of
-    the key's last part (``block_size`` → ``bs``). Unsafe characters become ``_``.
-    """
-    parts = []
-    for axis, value in point.items():
-        if axis == VARIANT_AXIS or isinstance(value, str):
-            part = str(value)
-        else:
-            last = axis.split(".")[-1]
-            short = "".join(word[:1] for word in last.split("_") if word) or last
-            if isinstance(value, bool):
-                shown = "_on" if value else "_off"
-            else:
-                shown = f"{value:g}" if isinstance(value, float) else json.dumps(value)
-            part = short + shown
-        parts.append(re.sub(r"[^A-Za-z0-9._]+", "_", part).strip("_.")[:24])
-    return "-".join(part for part in parts if part)[:max_len].rstrip("-")
-
-
-def _locate(err: ValidationError, data: dict[str, Any], base: _Base, lines: dict[KeyPath, int],
-            doc: YamlDoc, point: Point) -> InputError:  # fmt: skip
-    """Where a run's validation error was written: the sweep file if the sweep set the bad key,
-    else the base file; an error about the whole config points at the point's first axis."""
-    swept = error_from_validation(err, YamlDoc(data, lines, doc.file))
-    file, line = swept.file, swept.line
-    if line is None and swept.field is not None and base.doc is not None:
-        located = error_from_validation(err, YamlDoc(data, base.doc.lines, base.doc.file))
-        file, line = located.file, located.line
-    elif line is None:
-        origin = next(iter(point.origins.values()), None)
-        line = doc.line_of(origin) if origin is not None else None
-    name = slug(point.values) or "base"
-    return InputError(f"run {name}: {swept.message}", file=file, line=line, field=swept.field)
-
-
 def _plan_run(
-    spec: SweepSpec, doc: YamlDoc, base: _Base, point: Point, files: tuple[Path, dict[str, str]]
+    spec: SweepSpec, doc: YamlDoc, base: Base, point: Point, files: tuple[Path, dict[str, str]]
 ) -> PlannedRun:
     data, lines = copy.deepcopy(base.data), dict(base.lines)
-    _apply_point(data, spec, point, doc, lines)
+    apply_point(data, spec, point, doc, lines)
     try:
         config = SimConfig.model_validate(data)
     except ValidationError as err:
-        raise _locate(err, data, base, lines, doc, point) from None
+        raise locate(err, data, base, lines, doc, point) from None
     text = dump_resolved(config)
     digest = run_digest(config, text, *files)
     run_id = f"{slug(point.values)}-{digest[:12]}".lstrip("-")
@@ -303,7 +189,7 @@ def load_sweep(path: str | Path) -> SweepPlan:
     _check_keys(spec, doc)
     _check_zip(spec, doc)
     _check_values(spec, doc)
-    base, base_dir = _load_base(spec, doc)
+    base, base_dir = load_base(spec, doc)
     runs: dict[str, PlannedRun] = {}
     files: tuple[Path, dict[str, str]] = (base_dir, {})
     for point in expand(spec):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simkv.config.limits import MAX_ARRIVAL_S
 from simkv.config.workload import (
     ArrivalConfig,
     BeamSampling,
@@ -123,7 +124,8 @@ def _arrivals(
     """Arrival times; :class:`InputError` when none falls within ``duration_s``."""
     arrival_s = sample_arrivals(cfg, rng, n=n, duration_s=duration_s)
     if len(arrival_s) == 0:
-        raise InputError(f"no request arrives within duration_s={duration_s}", field="duration_s")
+        message = f"no request arrives within duration_s={duration_s}"
+        raise InputError(message, field="workload.duration_s")
     return arrival_s
 
 
@@ -148,6 +150,15 @@ def _shared_prefix(cfg: SharedPrefixWorkload, rng: np.random.Generator, base_dir
 
 def _multi_turn(cfg: MultiTurnWorkload, rng: np.random.Generator, base_dir: Path) -> Workload:
     arrival_s = _arrivals(cfg.arrival, rng, cfg.num_sessions, cfg.duration_s)
+    try:
+        return _sessions(cfg, rng, base_dir, arrival_s)
+    except generators.WorkloadTooLarge as err:
+        raise InputError(str(err), field="workload.turns") from None
+
+
+def _sessions(
+    cfg: MultiTurnWorkload, rng: np.random.Generator, base_dir: Path, arrival_s: np.ndarray
+) -> Workload:
     return generators.multi_turn(
         arrival_s,
         turns=_lengths(cfg.turns, rng, base_dir),
@@ -224,11 +235,33 @@ def build_workload(cfg: WorkloadConfig, rng: np.random.Generator, base_dir: Path
     """
     match cfg:
         case TraceWorkload():
-            return apply_sampling(_trace(cfg, rng, base_dir), cfg.sampling)
+            workload = apply_sampling(_trace(cfg, rng, base_dir), cfg.sampling)
         case SharedPrefixWorkload():
-            return _shared_prefix(cfg, rng, base_dir)
+            workload = _shared_prefix(cfg, rng, base_dir)
         case MultiTurnWorkload():
-            return _multi_turn(cfg, rng, base_dir)
+            workload = _multi_turn(cfg, rng, base_dir)
         case MeasuredWorkload():
-            return _measured(cfg, base_dir)
-    return apply_sampling(_synthetic(cfg, rng, base_dir), cfg.sampling)
+            workload = _measured(cfg, base_dir)
+        case _:
+            workload = apply_sampling(_synthetic(cfg, rng, base_dir), cfg.sampling)
+    _check_horizon(workload, cfg)
+    return workload
+
+
+def _check_horizon(workload: Workload, cfg: WorkloadConfig) -> None:
+    """Every arrival at most :data:`~simkv.config.limits.MAX_ARRIVAL_S`; else an
+    :class:`InputError` at the key that placed it (arrival process, rate, time_scale, path)."""
+    last = float(workload.arrival_s.max(initial=0.0))
+    if last <= MAX_ARRIVAL_S:
+        return
+    if getattr(cfg, "arrival", None) is not None:
+        key = "arrival"
+    elif isinstance(cfg, TraceWorkload):
+        key = "rate" if cfg.rate is not None else "time_scale"
+    else:
+        key = "path"
+    raise InputError(
+        f"a request arrives at {last:.3g} s, later than {MAX_ARRIVAL_S:.0e} s "
+        "(simkv.config.limits.MAX_ARRIVAL_S)",
+        field=f"workload.{key}",
+    )

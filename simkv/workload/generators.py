@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from simkv.config.limits import MAX_REQUESTS, MAX_SEGMENTS
 from simkv.workload.content import PromptContent
 from simkv.workload.request import Workload
 
@@ -23,6 +24,11 @@ from simkv.workload.request import Workload
 LengthSampler = Callable[[int], np.ndarray]
 #: ``n -> n`` float64 durations ≥ 0, seconds.
 TimeSampler = Callable[[int], np.ndarray]
+
+
+class WorkloadTooLarge(ValueError):
+    """A generated workload would exceed :data:`~simkv.config.limits.MAX_REQUESTS` rows or
+    :data:`~simkv.config.limits.MAX_SEGMENTS` content segments (checked before allocating)."""
 
 
 def zipf_ranks(rng: np.random.Generator, n: int, num_items: int, a: float) -> np.ndarray:
@@ -118,6 +124,11 @@ def multi_turn(
     """
     num_sessions = len(session_arrival_s)
     per_session = np.asarray(turns(num_sessions), dtype=np.int64)
+    if per_session.sum() > MAX_REQUESTS:
+        raise WorkloadTooLarge(
+            f"{num_sessions:,} sessions draw {int(per_session.sum()):,} turns, more than "
+            f"{MAX_REQUESTS:,} requests (simkv.config.limits.MAX_REQUESTS)"
+        )
     first = np.minimum(np.asarray(first_prompt_tokens(num_sessions), np.int64), max_prompt_tokens)
     session, turn, first_row = _session_rows(per_session)
     later = turn > 0
@@ -131,6 +142,13 @@ def multi_turn(
     prompt = done - output - (done[first_row] - added[first_row] - output[first_row])
     keep = prompt <= max_prompt_tokens  # prompts grow within a session: keeps leading turns
     kept_turns = np.bincount(session[keep], minlength=num_sessions)
+    segments = int(np.square(kept_turns).sum())  # a session of k turns holds k² segments
+    if segments > MAX_SEGMENTS:
+        raise WorkloadTooLarge(
+            f"sessions of up to {int(kept_turns.max()):,} turns hold {segments:,} prompt "
+            f"segments, more than {MAX_SEGMENTS:,} (simkv.config.limits.MAX_SEGMENTS); fewer "
+            "turns or a smaller max_prompt_tokens"
+        )
     _, kept_turn, kept_first = _session_rows(kept_turns)
     content = _conversation_content(added[keep], output[keep], kept_turn, kept_first)
     return Workload(

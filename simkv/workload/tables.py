@@ -16,11 +16,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simkv.config.limits import MAX_TOKENS
 from simkv.config.safe_yaml import decode_utf8
 from simkv.errors import InputError
 
-MAX_VALUE = float(2**31)
-"""Largest token count a trace may give (as :data:`simkv.config.limits.MAX_TOKENS`)."""
+MAX_VALUE = float(MAX_TOKENS)
+"""Largest token count a trace may give."""
+
+
+def _bound(limit: float) -> str:
+    """A bound as written: 2147483648, not 2.14748e+09."""
+    return f"{limit:.0f}" if np.isfinite(limit) and limit == int(limit) else f"{limit:g}"
 
 
 def value_problem(value: object, minimum: float, integer: bool, maximum: float = np.inf) -> str:
@@ -33,7 +39,7 @@ def value_problem(value: object, minimum: float, integer: bool, maximum: float =
     try:
         number = float(value)  # type: ignore[arg-type]
     except OverflowError:
-        return f"must be ≤ {maximum:g}, got a number of {len(str(value))} digits"
+        return f"must be ≤ {_bound(maximum)}, got a number of {len(str(value))} digits"
     except (TypeError, ValueError):
         return f"not a number: {shown[:40]}"
     if not np.isfinite(number):
@@ -41,8 +47,8 @@ def value_problem(value: object, minimum: float, integer: bool, maximum: float =
     if integer and number != int(number):
         return f"not an integer: {shown}"
     if number > maximum:
-        return f"must be ≤ {maximum:g}, got {shown}"
-    return f"must be ≥ {minimum:g}, got {shown}"
+        return f"must be ≤ {_bound(maximum)}, got {shown}"
+    return f"must be ≥ {_bound(minimum)}, got {shown}"
 
 
 def _float_or_nan(value: object) -> float:

@@ -24,6 +24,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from simkv.config.limits import MAX_ARRIVAL_S, MAX_PRIORITY, MIN_PRIORITY
 from simkv.errors import InputError
 from simkv.workload.content import PromptContent
 from simkv.workload.request import Workload
@@ -143,8 +144,13 @@ def _mooncake_content(hash_ids: list[np.ndarray], prompt: np.ndarray) -> PromptC
     return PromptContent(seg_ids, seg_lens, offsets, output_ids)
 
 
+def _seconds(table: Table, name: str, per_s: float = 1.0) -> np.ndarray:
+    """Column ``name`` of times in units of 1/``per_s`` s, as seconds in [0, MAX_ARRIVAL_S]."""
+    return table.numbers(name, minimum=0, integer=False, maximum=MAX_ARRIVAL_S * per_s) / per_s
+
+
 def _mooncake(table: Table, columns: ColumnMap | None) -> _Rows:
-    arrival_s = table.numbers("timestamp", minimum=0, integer=False) / 1000.0
+    arrival_s = _seconds(table, "timestamp", per_s=1000.0)
     prompt, output = table.ints("input_length"), table.ints("output_length")
     hash_ids = None
     if table.has("hash_ids"):
@@ -173,12 +179,12 @@ def _generic(table: Table, columns: ColumnMap | None) -> _Rows:
     cols = columns or _default_map(table)
     arrival_s = None
     if cols.arrival_s is not None:
-        arrival_s = table.numbers(cols.arrival_s, minimum=0, integer=False)
+        arrival_s = _seconds(table, cols.arrival_s)
     elif cols.arrival_ms is not None:
-        arrival_s = table.numbers(cols.arrival_ms, minimum=0, integer=False) / 1000.0
+        arrival_s = _seconds(table, cols.arrival_ms, per_s=1000.0)
     priority = None
     if cols.priority is not None:
-        priority = table.numbers(cols.priority, minimum=-np.inf, integer=True).astype(np.int64)
+        priority = table.ints(cols.priority, minimum=MIN_PRIORITY, maximum=MAX_PRIORITY)
     prompt, output = table.ints(cols.prompt_tokens), table.ints(cols.output_tokens)
     return _Rows(arrival_s, prompt, output, priority)
 
@@ -322,6 +328,6 @@ def read_mooncake_hash_ids(path: Path) -> list[np.ndarray]:
     of that workload before any window/limit option.
     """
     table = read_table(Path(path))
-    arrival_ms = table.numbers("timestamp", minimum=0, integer=False)
+    arrival_ms = table.numbers("timestamp", minimum=0, integer=False, maximum=1000 * MAX_ARRIVAL_S)
     ids = _hash_id_lists(table)
     return [ids[row] for row in np.argsort(arrival_ms, kind="stable")]

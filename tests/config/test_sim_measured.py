@@ -67,7 +67,9 @@ def test_missing_measurement_points_at_the_config(tmp_path):
     path.write_text("name: x\nworkload:\n  kind: measured\n  path: nowhere\nmodel: llama-3-8b\n")
     with pytest.raises(InputError, match="no such file") as info:
         load_config(path)
-    assert (info.value.file, info.value.line, info.value.field) == (str(path), 4, "workload.path")
+    # every error at once: the missing measurement at its key, and the config's missing gpu
+    located = [(e.file, e.line, e.field) for e in (info.value, *info.value.also)]
+    assert located == [(str(path), 1, "gpu"), (str(path), 4, "workload.path")]
 
 
 @pytest.mark.parametrize("name", ["rtx4090_llama31_8b", "rtxpro6000_llama31_8b"])

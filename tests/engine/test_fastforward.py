@@ -146,7 +146,7 @@ def test_fast_forward_engages_and_matches_under_memory_pressure() -> None:
 @pytest.mark.parametrize("victim", ["oldest", "longest", "fewest_blocks"])
 def test_lazy_decode_matches_where_what_if_victims_used_to_livelock(victim: str) -> None:
     """Memory for about one request, 32-token prefill chunks: the held victims
-    (simkv.engine.vllm_v1) change no frame between the lazy and the plain path."""
+    (simkv.engine.schedulers.vllm_v1) change no frame between the lazy and the plain path."""
     from tests.engine.test_livelock import livelock_config
 
     for seed, n in ((17, 3), (44, 10), (3, 30)):

@@ -9,23 +9,15 @@ hypothesis searches run a few hundred examples in CI and many more under ``make 
 
 from __future__ import annotations
 
-import os
+import re
 import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from simkv.cli import app
-from tests.conftest import TINY
+from tests.fuzz.hostile import CONFIG, assert_clean, folder, snapshot, tried
 
-runner = CliRunner()
 CI_EXAMPLES = 100
 LONG_EXAMPLES = 3000
 CI = settings(max_examples=CI_EXAMPLES, deadline=None,
@@ -37,36 +29,6 @@ CI_TRACES = settings(max_examples=40, deadline=None,  # a valid trace draws figu
 LONG = settings(max_examples=LONG_EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 
-CONFIG = TINY.replace("name: tiny-cli", "name: fuzz")  # the tiny CLI config, named fuzz
-TRACE = "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.01,20,3\n0.02,7,9\n"
-
-
-def _folder() -> Path:
-    """A fresh folder with the config and its trace (hypothesis forbids function fixtures)."""
-    folder = Path(tempfile.mkdtemp(prefix="simkv-fuzz-"))
-    (folder / "trace.csv").write_text(TRACE)
-    (folder / "c.yaml").write_text(CONFIG)
-    return folder
-
-
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
-
-def assert_clean(args: list[str], places: tuple[str, ...], ok: bool = True) -> None:
-    """Exit 0 (if ``ok``) or exit 2 with only ``error:`` lines naming one of ``places``."""
-    result = runner.invoke(app, args)
-    output = result.output
-    assert "Traceback" not in output, output
-    if result.exit_code == 0 and ok:
-        return
-    assert result.exit_code == 2, (args, output, result.exception)
-    lines = [line for line in output.splitlines() if line.strip()]
-    assert lines, args
-    for line in lines:
-        assert line.startswith("error: "), (args, output)
-        assert any(place in line for place in places), (args, output)
-
 
 # --- configs: a table of hostile documents -------------------------------------------------
 
@@ -74,68 +36,83 @@ BOMB = "a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
     f"b{i}: &b{i} [" + ",".join([f"*{'a' if i == 1 else f'b{i - 1}'}"] * 10) + "]\n"
     for i in range(1, 9)
 )
-HOSTILE_CONFIGS: list[bytes] = [
-    BOMB.encode(),
-    ("x: " + "[" * 5000 + "]" * 5000 + "\n").encode(),
-    b"name: caf\xe9\n",
-    b"\xff\xfe\x00n\x00a\x00m\x00e",
-    CONFIG.encode() + b"name: twice\n",
-    ("seed: " + "9" * 5000 + "\n").encode(),
-    b"a: &a [*a]\n",
-    b"- just\n- a list\n",
-    b"just a string\n",
-    b"name: [unclosed\n",
-    b"\t\tname: tabs\n",
-    b"name: !!python/object/apply:os.system [echo hi]\n",
-    CONFIG.replace("name: fuzz", "name: ..").encode(),
-    CONFIG.replace("name: fuzz", "name: " + "a" * 300).encode(),
-    CONFIG.replace("num_blocks: 40", "num_blocks: true").encode(),
-    CONFIG.replace("num_blocks: 40", "num_blocks: .inf").encode(),
-    CONFIG.replace("num_blocks: 40", "capacity_gib: .inf").encode(),
-    CONFIG.replace("num_blocks: 40", "num_blocks: 40, swap_space_gib: .nan").encode(),
-    CONFIG.replace("block_size: 4", "block_sise: 4").encode(),
-    CONFIG.replace("max_model_len: 64", "max_model_len: 1e30").encode(),
-    CONFIG.replace("max_model_len: 64", "max_model_len: 100000000000000").encode(),
-    CONFIG.replace("kind: vllm_v1", "kind: orca, max_num_seqs: 4").encode(),
-    CONFIG.replace("kind: vllm_v1", "kind: nonsense").encode(),
-    CONFIG.replace("gpu: a100-80gb", "gpu: {preset: a100-80gb, memory_gib: .inf}").encode(),
-    CONFIG.replace("model: {preset", "model: {preset: no-such-model, x").encode(),
-    (CONFIG + "parallel: {tensor_parallel: 1000000000}\n").encode(),
-    (CONFIG + "parallel: {tensor_parallel: 3}\n").encode(),
-    (CONFIG + "cost_model: {step_overhead_ms: .inf}\n").encode(),
-    (CONFIG + "cost_model: {profile: nowhere.yaml}\n").encode(),
-    (CONFIG + "slo: {ttft_ms: -1}\n").encode(),
-    b"",
-]
 
+
+POISSON_1E9 = "arrival: {kind: poisson, rate: 1e9}"
+
+
+def _with(old: str, new: str) -> bytes:
+    return CONFIG.replace(old, new).encode()
+
+
+HOSTILE: list[tuple[str, bytes]] = [  # (category, the config file's bytes)
+    ("YAML structure", BOMB.encode()),
+    ("YAML structure", ("x: " + "[" * 5000 + "]" * 5000 + "\n").encode()),
+    ("YAML documents and bytes", b"name: caf\xe9\n"),
+    ("YAML documents and bytes", b"\xff\xfe\x00n\x00a\x00m\x00e"),
+    ("YAML structure", CONFIG.encode() + b"name: twice\n"),
+    ("numbers", ("seed: " + "9" * 5000 + "\n").encode()),
+    ("YAML structure", b"a: &a [*a]\n"),
+    ("YAML structure", b"- just\n- a list\n"),
+    ("YAML structure", b"just a string\n"),
+    ("YAML structure", b"name: [unclosed\n"),
+    ("YAML structure", b"\t\tname: tabs\n"),
+    ("YAML structure", b"name: !!python/object/apply:os.system [echo hi]\n"),
+    ("strings and names", CONFIG.replace("name: fuzz", "name: ..").encode()),
+    ("strings and names", CONFIG.replace("name: fuzz", "name: " + "a" * 300).encode()),
+    ("numbers", CONFIG.replace("num_blocks: 40", "num_blocks: true").encode()),
+    ("numbers", CONFIG.replace("num_blocks: 40", "num_blocks: .inf").encode()),
+    ("numbers", CONFIG.replace("num_blocks: 40", "capacity_gib: .inf").encode()),
+    ("numbers", CONFIG.replace("num_blocks: 40", "num_blocks: 40, swap_space_gib: .nan").encode()),
+    ("strings and names", CONFIG.replace("block_size: 4", "block_sise: 4").encode()),
+    ("numbers", CONFIG.replace("max_model_len: 64", "max_model_len: 1e30").encode()),
+    ("numbers", CONFIG.replace("max_model_len: 64", "max_model_len: 100000000000000").encode()),
+    ("strings and names", CONFIG.replace("kind: vllm_v1", "kind: orca, max_num_seqs: 4").encode()),
+    ("strings and names", CONFIG.replace("kind: vllm_v1", "kind: nonsense").encode()),
+    ("numbers", _with("gpu: a100-80gb", "gpu: {preset: a100-80gb, memory_gib: .inf}")),
+    ("strings and names", _with("model: {preset", "model: {preset: no-such-model, x")),
+    ("numbers", (CONFIG + "parallel: {tensor_parallel: 1000000000}\n").encode()),
+    ("numbers", (CONFIG + "parallel: {tensor_parallel: 3}\n").encode()),
+    ("numbers", (CONFIG + "cost_model: {step_overhead_ms: .inf}\n").encode()),
+    ("strings and names", (CONFIG + "cost_model: {profile: nowhere.yaml}\n").encode()),
+    ("numbers", (CONFIG + "slo: {ttft_ms: -1}\n").encode()),
+    ("YAML documents and bytes", b""),
+    ("numbers", _with("kind: trace", f"kind: synthetic, duration_s: 1e9, {POISSON_1E9}")),
+    ("numbers", _with("kind: trace", "kind: synthetic, priority: {values: [1, 3000000000]}")),
+]
+HOSTILE_CONFIGS = [raw for _, raw in HOSTILE]
 
 AT_RUN_TIME: list[bytes] = [  # valid configs naming files that are not there or not traces
     (CONFIG + "cost_model: {kind: table, path: nowhere.csv}\n").encode(),
     CONFIG.replace("path: trace.csv", "path: /dev/null").encode(),
     CONFIG.replace("path: trace.csv", "path: missing.csv").encode(),
     CONFIG.replace("path: trace.csv", "path: .").encode(),
+    CONFIG.replace("path: trace.csv", "path: trace.csv\n  time_scale: 1e300").encode(),
 ]
 
 
 @pytest.mark.parametrize("index", range(len(HOSTILE_CONFIGS)))
 def test_hostile_config_is_one_error_per_problem(index: int) -> None:
-    folder = _folder()
-    (folder / "c.yaml").write_bytes(HOSTILE_CONFIGS[index])
-    before = _snapshot(folder)
-    assert_clean(["validate", str(folder / "c.yaml")], (str(folder),), ok=False)
-    assert _snapshot(folder) == before
-    shutil.rmtree(folder)
+    here = folder()
+    category, raw = HOSTILE[index]
+    (here / "c.yaml").write_bytes(raw)
+    before = snapshot(here)
+    assert_clean(["validate", str(here / "c.yaml")], (str(here),), category, ok=False)
+    assert snapshot(here) == before
+    shutil.rmtree(here)
 
 
-@pytest.mark.parametrize("raw", [*HOSTILE_CONFIGS[1:30:7], *AT_RUN_TIME])
-def test_hostile_config_runs_fail_without_output(raw: bytes) -> None:
-    folder = _folder()
-    (folder / "c.yaml").write_bytes(raw)
-    out = folder / "out"
-    places = (str(folder), "/dev/null")
-    assert_clean(["run", str(folder / "c.yaml"), "--out", str(out)], places, ok=False)
+@pytest.mark.parametrize(
+    ("category", "raw"), [*HOSTILE[1:30:7], *(("traces", raw) for raw in AT_RUN_TIME)]
+)
+def test_hostile_config_runs_fail_without_output(category: str, raw: bytes) -> None:
+    here = folder()
+    (here / "c.yaml").write_bytes(raw)
+    out = here / "out"
+    places = (str(here), "/dev/null")
+    assert_clean(["run", str(here / "c.yaml"), "--out", str(out)], places, category, ok=False)
     assert not out.exists()
-    shutil.rmtree(folder)
+    shutil.rmtree(here)
 
 
 # --- --set items: hypothesis over key paths and hostile values -----------------------------
@@ -149,6 +126,7 @@ KEYS = [
     "scheduler.max_num_seqs", "scheduler.max_num_batched_tokens", "scheduler.policy",
     "preemption.mode", "preemption.victim", "cost_model.kind", "cost_model.step_overhead_ms",
     "cost_model.gemm_efficiency", "slo.ttft_ms", "kv_cache.blocksize", "nosuch.key", "x",
+    "a..b", "bad key", "", "=", "workload.priority", "workload.duration_s",
 ]  # fmt: skip
 VALUES = [
     "", "null", "true", "false", "0", "-1", "1", "3", "1e30", ".inf", "-.inf", ".nan",
@@ -162,13 +140,31 @@ set_items = st.tuples(
 )
 
 
+_KEY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_0-9]\w*)*")
+_NUMBER = re.compile(
+    r"[-+]?(\.?\d[\d_]*\.?\d*(e[-+]?\d+)?|\.inf|\.nan|0x[0-9a-f]+)|true|false|null"
+)
+
+
+def set_category(key: str, value: str) -> str:
+    """What a ``--set key=value`` item tries: its syntax, a number, YAML structure or a name."""
+    if not _KEY.fullmatch(key):
+        return "--set syntax"
+    if _NUMBER.fullmatch(value.strip().lower()):
+        return "numbers"
+    if value.lstrip()[:1] in ("[", "{", "&", "*", "!", "|", ">") or "\n" in value:
+        return "YAML structure"
+    return "strings and names"
+
+
 def _check_set(items: list[tuple[str, str]]) -> None:
-    folder = _folder()
-    args = ["validate", str(folder / "c.yaml")]
+    here = folder()
+    args = ["validate", str(here / "c.yaml")]
     for key, value in items:
         args += ["--set", f"{key}={value}"]
-    assert_clean(args, ("--set", str(folder)))
-    shutil.rmtree(folder)
+        tried(set_category(key, value))
+    assert_clean(args, ("--set", str(here)), None)
+    shutil.rmtree(here)
 
 
 @CI
@@ -190,10 +186,11 @@ yaml_text = st.text(alphabet=st.sampled_from(list("ab: -[]{}&*!\n\t'\"#,0.9e|>%@
 
 
 def _check_document(raw: bytes) -> None:
-    folder = _folder()
-    (folder / "c.yaml").write_bytes(raw)
-    assert_clean(["validate", str(folder / "c.yaml")], (str(folder),), ok=False)
-    shutil.rmtree(folder)
+    here = folder()
+    (here / "c.yaml").write_bytes(raw)
+    args = ["validate", str(here / "c.yaml")]
+    assert_clean(args, (str(here),), "YAML documents and bytes", ok=False)
+    shutil.rmtree(here)
 
 
 @CI
@@ -217,17 +214,17 @@ cells = st.sampled_from(CELLS) | st.integers(1, 100).map(str)
 
 
 def _check_trace(rows: list[str], jsonl: bool) -> None:
-    folder = _folder()
+    here = folder()
     if jsonl:
         body = "".join('{"length": ' + (r if r else "null") + "}\n" for r in rows)
-        trace = folder / "t.jsonl"
+        trace = here / "t.jsonl"
     else:
         body = "length\n" + "".join(r + "\n" for r in rows)
-        trace = folder / "t.csv"
+        trace = here / "t.csv"
     trace.write_bytes(body.encode("latin-1", errors="replace"))
-    out = folder / "out"
-    assert_clean(["waste", str(trace), "--out", str(out), "--replay-requests", "5"], (str(trace),))
-    shutil.rmtree(folder)
+    args = ["waste", str(trace), "--out", str(here / "out"), "--replay-requests", "5"]
+    assert_clean(args, (str(trace),), "traces")
+    shutil.rmtree(here)
 
 
 @CI_TRACES
@@ -244,102 +241,24 @@ def test_fuzz_traces_long(rows: list[str], jsonl: bool) -> None:
 
 
 def test_deeply_nested_jsonl_trace() -> None:
-    folder = _folder()
-    trace = folder / "t.jsonl"
+    here = folder()
+    trace = here / "t.jsonl"
     trace.write_text('{"length": 4}\n{"a": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
-    assert_clean(["waste", str(trace), "--out", str(folder / "o")], (f"{trace}:2",), ok=False)
-    shutil.rmtree(folder)
+    args = ["waste", str(trace), "--out", str(here / "o")]
+    assert_clean(args, (f"{trace}:2",), "traces", ok=False)
+    shutil.rmtree(here)
 
 
-# --- outputs and run folders ---------------------------------------------------------------
+PRIORITY_CELLS = ["1e30", "-3000000000", "1.5", "nan", "", "true", "9" * 60, "high"]
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("run")
-    (folder / "trace.csv").write_text(TRACE)
-    (folder / "c.yaml").write_text(CONFIG)
-    result = runner.invoke(app, ["run", str(folder / "c.yaml"), "--out", str(folder / "run")])
-    assert result.exit_code == 0, result.output
-    return folder / "run"
-
-
-DAMAGE: dict[str, bytes | None] = {
-    "summary.json": b"[1, 2]",
-    "config.resolved.yaml": b"\x00\x01\xff",
-    "requests.parquet": b"garbage",
-    "steps.parquet": b"PAR1",
-    "itl.parquet": b"",
-}
-
-
-@pytest.mark.parametrize(("name", "content"), [*DAMAGE.items(), ("summary.json", None)])
-def test_report_on_damaged_folder(
-    run_dir: Path, tmp_path: Path, name: str, content: bytes | None
-) -> None:
-    folder = tmp_path / "copy"
-    shutil.copytree(run_dir, folder)
-    if content is None:
-        (folder / name).unlink()
-    else:
-        (folder / name).write_bytes(content)
-    before = _snapshot(folder)
-    assert_clean(["report", str(folder)], (str(folder),), ok=False)
-    assert _snapshot(folder) == before
-
-
-@pytest.mark.parametrize("out", ["/dev/null", "{file}", "{file}/sub"])
-def test_out_that_cannot_be_a_folder(tmp_path: Path, out: str) -> None:
-    folder = _folder()
-    (folder / "file").write_text("kept")
-    target = out.format(file=folder / "file")
-    assert_clean(["run", str(folder / "c.yaml"), "--out", target], (target,), ok=False)
-    assert (folder / "file").read_text() == "kept"
-    shutil.rmtree(folder)
-
-
-# --- the installed entry point -------------------------------------------------------------
-
-SIMKV = Path(sys.executable).with_name("simkv")
-
-
-@pytest.mark.skipif(not SIMKV.exists(), reason="simkv entry point not installed")
-@pytest.mark.parametrize("index", [0, 1, 2, 5, 14])
-def test_entry_point_one_line_no_traceback(index: int) -> None:
-    folder = _folder()
-    (folder / "c.yaml").write_bytes(HOSTILE_CONFIGS[index])
-    env = {**os.environ, "COLUMNS": "200"}
-    proc = subprocess.run(
-        [str(SIMKV), "validate", str(folder / "c.yaml")],
-        capture_output=True, text=True, timeout=60, env=env, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {folder}"), proc.stderr
-    shutil.rmtree(folder)
-
-
-def test_entry_point_debug_shows_traceback() -> None:
-    if not SIMKV.exists():
-        pytest.skip("simkv entry point not installed")
-    folder = _folder()
-    (folder / "c.yaml").write_bytes(HOSTILE_CONFIGS[2])
-    proc = subprocess.run(
-        [str(SIMKV), "--debug", "validate", str(folder / "c.yaml")],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert "Traceback" in proc.stderr and "InputError" in proc.stderr
-    shutil.rmtree(folder)
-
-
-def test_frames_are_untouched_by_a_failed_rerun(run_dir: Path, tmp_path: Path) -> None:
-    """A failed run into an existing run folder leaves its files as they were."""
-    folder = tmp_path / "copy"
-    shutil.copytree(run_dir, folder)
-    before = _snapshot(folder)
-    config = tmp_path / "bad.yaml"
-    config.write_text(CONFIG.replace("block_size: 4", "block_size: -4"))
-    assert_clean(["run", str(config), "--out", str(folder)], (str(config),), ok=False)
-    assert _snapshot(folder) == before
-    assert len(pd.read_parquet(folder / "requests.parquet")) == 3
+@pytest.mark.parametrize("cell", PRIORITY_CELLS)
+def test_hostile_trace_priorities(cell: str) -> None:
+    here = folder()
+    (here / "c.yaml").write_text(CONFIG.replace("{arrival_s: arrival_s}",
+                                                "{arrival_s: arrival_s, priority: p}"))  # fmt: skip
+    (here / "trace.csv").write_text(f"arrival_s,prompt_tokens,output_tokens,p\n0,10,5,{cell}\n")
+    args = ["run", str(here / "c.yaml"), "--out", str(here / "o")]
+    assert_clean(args, (f"{here / 'trace.csv'}:2 p:",), "traces", ok=False)
+    assert not (here / "o").exists()
+    shutil.rmtree(here)

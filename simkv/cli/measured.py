@@ -1,0 +1,185 @@
+"""``simkv compare`` and ``simkv calibrate``: simulated vs measured runs, and fitting to them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from simkv.cli.common import input_errors, int_list
+
+if TYPE_CHECKING:
+    from simkv.calibrate.api import Calibration
+
+_DIFF_STYLES = {"close": "green", "fair": "yellow", "far": "red", "none": ""}
+
+
+def _print_validation(title: str, rows: list[dict[str, str]], lines: list[str]) -> None:
+    """The simulated-vs-measured table (LLMServingSim's validation layout), then ``lines``."""
+    from rich.console import Console
+    from rich.table import Table
+
+    caption = "latencies in ms; Diff% = (simulated − measured) / measured"
+    table = Table("Metric", "Measured", "Simulated", "Diff%", title=title, caption=caption)
+    for column in table.columns[1:]:
+        column.justify = "right"
+    for i, row in enumerate(rows):
+        if i and row["group"] != rows[i - 1]["group"]:
+            table.add_section()
+        diff = f"[{_DIFF_STYLES[row['level']]}]{row['diff']}[/]" if row["level"] != "none" else "—"
+        table.add_row(row["label"], row["measured"], row["simulated"], diff)
+    console = Console(highlight=False)
+    console.print(table)
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
+
+
+def compare(
+    ctx: typer.Context,
+    run_dir: Annotated[Path, typer.Argument(help="Run folder of a replay of the measurement.")],
+    measured: Annotated[
+        Path, typer.Option(help="Measured run: run folder, vllm bench JSON or generic CSV.")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="HTML page [default: RUN_DIR/compare.html]")
+    ] = None,
+) -> None:
+    """Simulated vs measured, per metric (Diff%); writes compare.html and compare.csv."""
+    from simkv.report.compare_real import (
+        CSV_FILE,
+        HTML_FILE,
+        compare_with_measured,
+        headline_text,
+        table_rows,
+        write_comparison,
+    )
+
+    with input_errors(ctx):
+        cmp = compare_with_measured(run_dir, measured)
+    title = f"{cmp.run.name} vs measured {cmp.measured.label}"
+    notes = [headline_text(cmp.validation), *cmp.validation.notes]
+    _print_validation(title, table_rows(cmp.validation.rows), notes)
+    for path in write_comparison(cmp, out or run_dir / HTML_FILE, run_dir / CSV_FILE):
+        typer.echo(f"wrote {path}")
+
+
+def _print_calibration(cal: Calibration, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from simkv.calibrate.api import residual_rows
+
+    console = Console(highlight=False)
+    fit = cal.result
+    table = Table(
+        "knob", "start", "fitted", title=f"calibration on {cal.label} ({cal.level} level)"
+    )
+    for knob in fit.knobs:
+        table.add_row(knob, f"{getattr(fit.start, knob):.4g}", f"{getattr(fit.config, knob):.4g}")
+    console.print(table)
+    if cal.level == "step":
+        rows = Table(
+            "model",
+            "tp",
+            "phase",
+            "steps",
+            "mean abs. error",
+            "bias",
+            title="residuals by model, tensor-parallel degree and phase",
+        )
+        for model, tp, phase, n, mae, bias in residual_rows(cal):
+            rows.add_row(model, str(tp), phase, str(n), f"{mae:.1%}", f"{bias:+.1%}")
+        console.print(rows)
+    if cal.validations:
+        from simkv.report.compare_real import headline_text, table_rows
+
+        for label, validation in cal.validations:
+            title = f"{label}: measured vs simulated with the fitted profile"
+            _print_validation(title, table_rows(validation.rows), [headline_text(validation)])
+    what = "step times" if cal.level == "step" else "TTFT/TPOT/E2E mean, p50, p90, p99"
+    console.print(
+        f"mean abs. error over {what}: {fit.start_error:.1%} → {fit.error:.1%} "
+        f"({fit.evaluations} evaluations)"
+    )
+    for knob in fit.at_bounds:
+        console.print(f"note: {knob} ended at a bound of its range (simkv.calibrate.fit.KNOBS)")
+    for note in cal.notes:
+        console.print(f"note: {note}")
+    typer.echo(f"wrote {out}")
+
+
+def calibrate(
+    ctx: typer.Context,
+    sources: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Measurements, fitted together: measured runs (vLLM run folder, vllm bench "
+            "JSON, request CSV) or step tables (DistServe JSON, Splitwise CSV, step CSV)."
+        ),
+    ],
+    config: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Replay config of each measured run, in order (default: built from the run's "
+            "engine settings and the presets matching its model and GPU)."
+        ),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model preset or alias.")] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU preset or alias.")] = None,
+    tp: Annotated[
+        str | None,
+        typer.Option(help="Fit only steps at these tensor-parallel degrees, comma-separated."),
+    ] = None,
+    fit: Annotated[
+        str | None,
+        typer.Option(help="Knobs to fit, comma-separated (default: see simkv.calibrate.api)."),
+    ] = None,
+    start: Annotated[
+        Path | None,
+        typer.Option(
+            help="Start from this calibration profile (default: the roofline's defaults)."
+        ),
+    ] = None,
+    max_evals: Annotated[int, typer.Option(help="Simulations a request-level fit may run.")] = 150,
+    max_error: Annotated[
+        float,
+        typer.Option(help="Exit 1 when the fitted mean abs. error (a fraction) stays above this."),
+    ] = 0.2,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Profile to write; default: reports/calibrate-<source name>/profile.yaml"
+        ),
+    ] = None,
+) -> None:
+    """Fit the roofline cost model to real measurements and write a calibration profile."""
+    from simkv.calibrate.api import calibrate as run_calibration
+    from simkv.config.profile import read_profile, write_profile
+
+    with input_errors(ctx):
+        cal = run_calibration(
+            sources,
+            start=read_profile(start) if start else None,
+            knobs=[k.strip() for k in fit.split(",") if k.strip()] if fit else None,
+            configs=config or (),
+            model=model,
+            gpu=gpu,
+            tp=int_list(tp, "--tp") if tp else None,
+            max_evaluations=max_evals,
+        )
+    path = out or Path("reports") / f"calibrate-{cal.label}" / "profile.yaml"
+    header = [
+        f"simkv calibration profile: {cal.level}-level fit on {', '.join(map(str, sources))}",
+        f"fitted: {', '.join(cal.result.knobs)}; the other values are the start's",
+        f"mean abs. error {cal.result.error:.2%} (start {cal.result.start_error:.2%})",
+        "use it from a run config: cost_model: {profile: <path to this file>}",
+    ]
+    _print_calibration(cal, write_profile(cal.result.config, path, header))
+    if cal.result.error > max_error:
+        typer.echo(
+            f"error: the fit stays at {cal.result.error:.1%} mean abs. error, above "
+            f"--max-error {max_error:.0%}: the data do not fit this model",
+            err=True,
+        )
+        raise typer.Exit(code=1)

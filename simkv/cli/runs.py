@@ -1,0 +1,138 @@
+"""``simkv run``, ``trace``, ``validate`` and ``schema``: one config, one run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from simkv.cli.common import SetOption, input_errors, output_folder
+from simkv.errors import InputError
+from simkv.metrics.frame_format import FrameFormat
+
+if TYPE_CHECKING:
+    from simkv.metrics.recorder import RunFrames
+
+
+def _print_summary(summary: dict[str, float | None], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from simkv.metrics.text import format_value
+
+    table = Table("metric", "value", title=title)
+    table.columns[1].justify = "right"
+    for key, value in summary.items():
+        table.add_row(key, format_value(key, value))
+    Console(highlight=False).print(table)
+
+
+def _percentiles(text: str | None) -> tuple[float, ...]:
+    if not text:
+        return ()
+    try:
+        qs = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        message = f"expected comma-separated numbers, got {text!r}"
+        raise InputError(message, field="--percentiles") from None
+    if any(not 0 <= q <= 100 for q in qs):
+        raise InputError("percentiles lie between 0 and 100", field="--percentiles")
+    return qs
+
+
+def run(
+    ctx: typer.Context,
+    config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory [default: reports/<run name>]")
+    ] = None,
+    set_: SetOption = None,
+    check: Annotated[
+        bool, typer.Option(help="Check every KV invariant after every step (slow).")
+    ] = False,
+    percentiles: Annotated[
+        str | None,
+        typer.Option(
+            metavar="Q,Q,...",
+            help="Extra latency percentiles, e.g. 50,90,99,99.9 (p90, p99 always).",
+        ),
+    ] = None,
+    fmt: Annotated[
+        FrameFormat, typer.Option("--format", help="File format of the frames.")
+    ] = FrameFormat.parquet,
+    trace: Annotated[
+        bool, typer.Option(help="Also write trace.json (Chrome / Perfetto timeline).")
+    ] = False,
+) -> None:
+    """Simulate one config; write frames, summary, resolved config and report.html."""
+    from simkv.config.sim import load_config, located_in
+    from simkv.engine.progress import SimulationStalled
+    from simkv.progress import stderr_progress, stderr_status
+    from simkv.runner import simulate, write_run
+
+    with input_errors(ctx):
+        qs = _percentiles(percentiles)
+        cfg = load_config(config, set_ or [])
+        out_dir = output_folder(out or Path("reports") / cfg.name)
+        try:
+            with located_in(config, set_ or []), stderr_progress(f"simulating {cfg.name}") as pr:
+                result = simulate(cfg, config.parent, progress=pr, check_invariants=check,
+                                  percentiles=qs)  # fmt: skip
+        except SimulationStalled as err:  # a run-time failure, not bad input: exit 1
+            typer.echo(f"error: {config}: {err}", err=True)
+            raise typer.Exit(code=1) from None
+        from simkv.report.run_report import write_run_report  # the report stack, only now
+
+        with stderr_status(f"writing {out_dir}: frames, summary and report.html"):
+            paths = write_run(result, out_dir, fmt)
+            if trace:
+                paths.append(_write_trace(out_dir, result.frames))
+        paths.append(write_run_report(out_dir))
+    _print_summary(result.summary, f"{cfg.name}: {result.wall_s:.2f} s wall")
+    for path in paths:
+        typer.echo(f"wrote {path}")
+
+
+def _write_trace(run_dir: Path, frames: RunFrames | None = None) -> Path:
+    from simkv.metrics.trace import write_trace
+
+    return write_trace(run_dir, frames)
+
+
+def trace_cmd(
+    ctx: typer.Context,
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (frames as Parquet or CSV).")],
+) -> None:
+    """Write RUN_DIR/trace.json: steps and request spans for ui.perfetto.dev or chrome://tracing."""
+    with input_errors(ctx):
+        path = _write_trace(run_dir)
+    typer.echo(f"wrote {path}")
+
+
+def validate(
+    ctx: typer.Context,
+    config: Annotated[Path, typer.Argument(help="Run config (YAML).")],
+    set_: SetOption = None,
+) -> None:
+    """Validate a run config and print it fully resolved (every default and preset value)."""
+    from simkv.config.sim import dump_resolved, load_config, located_in
+    from simkv.runner import check_kv
+
+    with input_errors(ctx), located_in(config, set_ or []):
+        cfg = load_config(config, set_ or [])
+        sizing = check_kv(cfg)
+    typer.echo(dump_resolved(cfg), nl=False)
+    typer.echo(
+        f"# KV cache: {sizing.num_blocks} blocks x {sizing.block_size} tokens = "
+        f"{sizing.token_slots} token slots; {sizing.swap_blocks} CPU swap blocks"
+    )
+
+
+def schema() -> None:
+    """Print the run config's JSON schema (every field, default and description)."""
+    import json
+
+    from simkv.config.sim import SimConfig
+
+    typer.echo(json.dumps(SimConfig.model_json_schema(), indent=2))

@@ -1,0 +1,96 @@
+"""``--set key.path=value`` items applied to a parsed config document.
+
+Values are parsed by the bounded YAML loader (a value that is not YAML stays a string); a
+section the document leaves out starts from its default ``kind``, so ``--set
+scheduler.kind=orca`` starts the section from orca's defaults; the key paths written are noted
+in ``doc.set_paths`` so that errors there are blamed on ``--set``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from simkv.config.base import YamlDoc
+from simkv.config.safe_yaml import load_bounded
+from simkv.errors import InputError, all_of
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    key, sep, raw = item.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_0-9][\w]*)*", key):
+        raise InputError(f"expected key.path=value, got {item!r}", file="--set")
+    try:
+        value = load_bounded(raw, "--set")[0] if raw else ""
+    except yaml.YAMLError:
+        value = raw
+    except InputError as err:  # beyond the loader's limits
+        raise InputError(err.message, file="--set", field=key) from None
+    return key.split("."), value
+
+
+def _default_section(key: str) -> dict[str, Any]:
+    """A top-level section the document leaves out, as ``--set`` starts it: its default
+    ``kind`` only (the other defaults come from validation), so that switching the kind with
+    ``--set scheduler.kind=orca`` starts from the new kind's defaults."""
+    from simkv.config.sim import SimConfig  # the run config's sections, which import this module
+
+    field = SimConfig.model_fields.get(key)
+    default = getattr(field, "default", None)
+    kind = getattr(default, "kind", None)
+    return {"kind": kind} if isinstance(kind, str) else {}
+
+
+def parent_of(data: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    """The mapping that holds ``keys[-1]``, made along the way: a top-level section the
+    document leaves out starts from its default, a preset name becomes ``{preset: name}``."""
+    node = data
+    for depth, key in enumerate(keys[:-1]):
+        if depth == 0 and key not in node:
+            node[key] = _default_section(key)
+        child = node.get(key)
+        if isinstance(child, str):  # e.g. model: llama-2-7b  →  {preset: llama-2-7b}
+            child = {"preset": child}
+        if not isinstance(child, dict):
+            child = {}
+        node[key] = child
+        node = child
+    return node
+
+
+def is_set(data: Any, keys: list[str]) -> bool:
+    """Whether the document itself gives a value at ``keys``."""
+    for key in keys:
+        if not isinstance(data, dict) or data.get(key) is None:
+            return False
+        data = data[key]
+    return True
+
+
+def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
+    """Apply ``--set key.path=value`` items (values parsed as YAML) to the document in place.
+
+    A section the file leaves out starts from its default kind (``--set cost_model.x=1`` keeps
+    the default ``kind``). The key paths set are noted in ``doc.set_paths`` (errors there are
+    blamed on ``--set``).
+    """
+    errors = apply_overrides_all(doc, overrides)
+    if errors:
+        raise all_of(errors)
+
+
+def apply_overrides_all(doc: YamlDoc, overrides: list[str]) -> list[InputError]:
+    """:func:`apply_overrides` that skips the items it cannot apply and returns their errors."""
+    errors = []
+    for item in overrides:
+        try:
+            keys, value = _parse_override(item)
+        except InputError as err:
+            errors.append(err)
+            continue
+        if isinstance(doc.data, dict):
+            parent_of(doc.data, keys)[keys[-1]] = value
+            doc.set_paths.add(tuple(keys))
+    return errors

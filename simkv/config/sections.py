@@ -1,0 +1,72 @@
+"""The small sections of a run config: model parallelism, the paged KV cache and the SLOs.
+
+Each is a frozen model validated as part of :class:`simkv.config.sim.SimConfig`; every default
+lives here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from simkv.config.base import Frozen
+from simkv.config.limits import MAX_BLOCKS, MAX_GPU_GIB, MAX_SWAP_GIB, MAX_TP, Tokens
+
+GIB = 1 << 30
+
+
+class ParallelConfig(Frozen):
+    """Model parallelism."""
+
+    tensor_parallel: int = Field(
+        1,
+        ge=1,
+        le=MAX_TP,
+        description="GPUs per model replica (TP degree); as vLLM, it divides the model's "
+        "attention heads, and its KV heads divide it or it divides them",
+    )
+
+
+class KVCacheConfig(Frozen):
+    """The paged KV cache. Capacity: ``num_blocks`` or ``capacity_gib`` if given, else derived
+    as GPU memory × utilization − weights − activation reserve (per GPU)."""
+
+    block_size: Tokens = Field(16, description="tokens per block (vLLM default 16)")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="vLLM default 0.9")
+    activation_reserve_gib: float = Field(
+        1.0,
+        ge=0,
+        le=MAX_GPU_GIB,
+        description="per-GPU activation/workspace memory kept out of the KV pool, GiB",
+    )
+    num_blocks: int | None = Field(
+        None, ge=1, le=MAX_BLOCKS, description="GPU blocks, given directly (≤ 2^26)"
+    )
+    capacity_gib: float | None = Field(
+        None, gt=0, le=MAX_GPU_GIB, description="KV GiB per GPU, given directly (≤ 1024)"
+    )
+    swap_space_gib: float = Field(
+        4.0, ge=0, le=MAX_SWAP_GIB, description="CPU swap space per GPU, GiB (vLLM v0: 4)"
+    )
+    reuse: str = Field("fifo", pattern="^(fifo|lifo)$", description="freed-block reuse order")
+    prefix_caching: Literal["none", "hash", "radix"] | None = Field(
+        None,
+        description="none; hash = vLLM 0.11 automatic prefix caching; radix = SGLang-style "
+        "radix cache at block granularity. Unset: hash under vllm_v1 (vLLM 0.11's default), "
+        "none otherwise",
+    )
+
+    @model_validator(mode="after")
+    def _one_capacity(self) -> KVCacheConfig:
+        if self.num_blocks is not None and self.capacity_gib is not None:
+            raise ValueError("give num_blocks or capacity_gib, not both")
+        return self
+
+
+class SLOConfig(Frozen):
+    """Service-level objectives for ``request_goodput`` (a request is good if it meets all)."""
+
+    ttft_ms: float | None = Field(None, gt=0)
+    tpot_ms: float | None = Field(None, gt=0)
+    e2el_ms: float | None = Field(None, gt=0)
