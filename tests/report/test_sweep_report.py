@@ -137,7 +137,7 @@ def test_failed_run_left_out_of_charts(grid_dir: Path) -> None:
     with mpl.rc_context(dict(fg.REPORT_RC)):
         line = sr.line_figure(sweep, "request_throughput", "thr", BS)
         heat = sr.heatmap_figure(sweep, "p99_ttft_ms", "ttft", BS)
-        pareto = sr.pareto_figure(sweep)
+        pareto = sr.pareto_figure(sweep).figure
     series = [(ln.get_xdata().tolist(), ln.get_ydata().tolist()) for ln in line.axes[0].lines]
     assert series == [([8.0, 16.0, 32.0], [1.0, 1.1, 0.9]), ([8.0, 32.0], [1.2, 1.2])]
     cells = [t.get_text() for t in heat.axes[0].texts]
