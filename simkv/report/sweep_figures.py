@@ -36,6 +36,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 from simkv.report.label_layout import place_point_labels
 from simkv.report.sweep_folder import (
     SweepFolder,
+    axis_value,
     is_numeric_axis,
     levels,
     point_label,
@@ -172,7 +173,7 @@ def _set_x(ax: Axes, x: str, xs: list[Any], numeric: bool) -> bool:
     if log2:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticks(xs if numeric else range(len(xs)), [str(v) for v in xs])
+    ax.set_xticks(xs if numeric else range(len(xs)), [axis_value(v) for v in xs])
     ax.set_xlabel(x + (" (log2 scale)" if log2 else ""))
     return log2
 
@@ -240,8 +241,8 @@ def heatmap_figure(sweep: SweepFolder, metric: str, label: str, x: str) -> Figur
     norm = _norm(grid)
     image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", aspect="auto", norm=norm)
     _annotate(ax, grid, norm)
-    ax.set_xticks(range(len(xs)), [str(v) for v in xs])
-    ax.set_yticks(range(len(ys)), [str(v) for v in ys])
+    ax.set_xticks(range(len(xs)), [axis_value(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [axis_value(v) for v in ys])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     scale = " (log scale)" if isinstance(norm, LogNorm) else ""

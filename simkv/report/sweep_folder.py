@@ -21,6 +21,7 @@ import pandas as pd
 
 from simkv.errors import InputError
 from simkv.report.run_folder import read_config, read_table
+from simkv.report.run_report import format_value
 from simkv.report.sweep_summary import SLO_KEYS, slo_column
 
 STATUS_OK = "ok"
@@ -119,7 +120,12 @@ def levels(column: pd.Series) -> list[Any]:
     return sorted(v for v in values if v is not None) if is_numeric_axis(column) else values
 
 
+def axis_value(value: Any) -> str:
+    """An axis value as the report shows it everywhere (``4.25``, ``1``, ``hash``, ``—``)."""
+    return format_value(py_value(value))
+
+
 def point_label(row: pd.Series, axes: tuple[str, ...] | list[str], keys: bool = True) -> str:
     """A run's axis values, ``axis=value, …`` (values only without ``keys``); else its id."""
-    parts = [f"{axis}={py_value(row[axis])}" if keys else str(py_value(row[axis])) for axis in axes]
+    parts = [f"{axis}={axis_value(row[axis])}" if keys else axis_value(row[axis]) for axis in axes]
     return ", ".join(parts) or str(row["run_id"])

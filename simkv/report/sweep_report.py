@@ -31,6 +31,7 @@ from simkv.report.sweep_figures import (
 )
 from simkv.report.sweep_folder import (
     SweepFolder,
+    axis_value,
     is_numeric_axis,
     levels,
     load_sweep_folder,
@@ -179,7 +180,7 @@ def _fmt(value: Any, unit: str) -> str:
     number = py_value(value)
     if number is None:
         return "—"
-    return f"{number:,.0f} {unit}" if abs(number) >= 100 else f"{number:.3g} {unit}"
+    return f"{number:,.0f} {unit}" if abs(number) >= 100 else f"{number:.2f} {unit}"
 
 
 def _run_name(sweep: SweepFolder, index: Any) -> str:
@@ -228,7 +229,8 @@ def render_sweep_report(sweep_dir: Path) -> str:
     template = report_environment().get_template("sweep.html.j2")
     return template.render(
         name=sweep.name,
-        axes=[(axis, ", ".join(str(v) for v in levels(sweep.table[axis]))) for axis in sweep.axes],
+        axes=[(axis, ", ".join(axis_value(v) for v in levels(sweep.table[axis])))
+              for axis in sweep.axes],
         counts=(len(sweep.table), len(sweep.ok)),
         summary=summary_lines(sweep),
         figures=figure_blocks,

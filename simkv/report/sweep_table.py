@@ -18,8 +18,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup, escape
 
-from simkv.report.run_report import format_value
-from simkv.report.sweep_folder import STATUS_OK, SweepFolder, py_value, run_number
+from simkv.report.sweep_folder import STATUS_OK, SweepFolder, axis_value, py_value, run_number
 
 
 def _rate(value: float) -> str:
@@ -111,7 +110,7 @@ def runs_table(sweep: SweepFolder, met: pd.Series | None) -> RunsTable:
     for index, row in sweep.table.iterrows():
         ok = row["status"] == STATUS_OK
         cells = [(str(run_number(index)), True), (str(row["run_id"]), False)]
-        cells += [(format_value(py_value(row[axis])), False) for axis in sweep.axes]
+        cells += [(axis_value(row[axis]), False) for axis in sweep.axes]
         cells.append((str(row["status"]), False))
         if met is not None:
             cells.append(("yes" if met[index] else "no" if ok else "—", False))
