@@ -1,16 +1,15 @@
 """Figures of the sweep report: metric-vs-axis lines, the grid heatmap, the Pareto scatter.
 
 Build them inside ``matplotlib.rc_context(dict(figures.REPORT_RC))`` (byte-stable SVG).
-Conventions, so that a chart cannot mislead:
+Conventions, so that a chart cannot mislead (axes: :mod:`simkv.report.sweep_scales`):
 
-* y axes start at zero, unless the values (SLO lines included) span more than
-  :data:`LOG_DECADES` decades: then the axis is logarithmic (``symlog`` when some values are 0)
-  and its label says so;
-* a numeric x axis whose values are all the smallest one times a power of two (block sizes,
-  capacities 12/24/48) is drawn on a log2 scale, ticks at the values;
-* every line has its own marker and line style; a line equal to an earlier one (same x, same y)
-  is drawn hollow, shifted by :data:`DODGE` of the x span per earlier twin, and its legend entry
-  says ``= <twin>``;
+* y axes start at zero unless the values (SLO lines included) span more than two decades (log
+  scale); power-of-two grid axes are log2; the latency axis of the Pareto scatter and the
+  heatmap's colours are logarithmic past two decades too;
+* every line has its own marker and line style; a line that would hide an earlier one (same x,
+  y within :data:`COINCIDE` of the axis height) is drawn hollow, shifted by :data:`DODGE` of
+  the x span per earlier twin, and its legend entry says ``= <twin>`` (equal values) or
+  ``≈ <twin>``;
 * SLO values are horizontal dashed red lines, a rate sweep's knee a vertical dotted line, both
   named in the legend (never as free text, which could collide);
 * Pareto points carry their run numbers, placed by :mod:`simkv.report.label_layout` so that no
@@ -20,18 +19,15 @@ Conventions, so that a chart cannot mislead:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.axis import Axis
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+from matplotlib.ticker import NullLocator
 
 from simkv.report.label_layout import place_point_labels
 from simkv.report.sweep_folder import (
@@ -43,14 +39,23 @@ from simkv.report.sweep_folder import (
     py_value,
     run_number,
 )
+from simkv.report.sweep_scales import (
+    LOG_DECADES,
+    PLAIN,
+    is_power_of_two_grid,
+    plain_log_ticks,
+    scale_y,
+    thin_x_labels,
+)
 
 THROUGHPUT = "request_throughput"
 LATENCY = "p99_ttft_ms"
-LOG_DECADES = 2.0
-"""Issue 16: an axis whose values span more than two decades (a 2.3e6 ms outlier among
-hundreds of ms) is drawn on a log scale; below that, a linear axis from zero."""
 DODGE = 0.012
-"""Shift of a line equal to an earlier one, as a fraction of the x span (a marker's width)."""
+"""Shift of a line that hides an earlier one, as a fraction of the x span (a marker's width)."""
+COINCIDE = 0.01
+"""Lines whose points are this close (fraction of the axis height, about 2 px) hide each other."""
+EQUAL_RTOL = 1e-9
+"""Relative difference below which two lines' values are called equal (``=`` in the legend)."""
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 LINESTYLES = ("-", "--", "-.", ":")
 SLO_STYLE = {"color": "tab:red", "linestyle": (0, (5, 3)), "linewidth": 1.0}
@@ -66,50 +71,11 @@ class Marks:
     knees: tuple[tuple[str, float], ...] = ()
 
 
-def is_power_of_two_grid(values: Sequence[Any]) -> bool:
-    """At least three positive numbers, each the smallest times 2^k (k a whole number)."""
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-    if len(values) < 3 or not numbers:
-        return False
-    low = min(values)
-    if low <= 0:
-        return False
-    ratios = [math.log2(v / low) for v in values]
-    return all(abs(r - round(r)) < 1e-9 for r in ratios)
+Line = tuple[str | None, np.ndarray, np.ndarray]
+"""A line of a chart: its legend name, x positions, y values."""
 
 
-def _plain(value: float, _pos: object = None) -> str:
-    return f"{value:,.0f}" if abs(value) >= 1 else f"{value:g}"
-
-
-def plain_log_ticks(axis: Axis) -> None:
-    """Label a log axis's decades as plain numbers (the report draws no mathtext), no minors."""
-    axis.set_major_formatter(FuncFormatter(_plain))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def scale_y(ax: Axes, values: np.ndarray) -> str:
-    """Set the y scale for ``values`` (NaN ignored); returns the label suffix for the scale."""
-    finite = values[np.isfinite(values)]
-    positive = finite[finite > 0]
-    wide = positive.size > 1 and positive.max() / positive.min() > 10**LOG_DECADES
-    if wide and finite.min() >= 0:
-        if finite.min() == 0:
-            ax.set_yscale("symlog", linthresh=float(positive.min()), linscale=0.5)
-            ax.set_ylim(0, positive.max() * 2)
-            plain_log_ticks(ax.yaxis)
-            return " (symlog scale)"
-        ax.set_yscale("log")
-        plain_log_ticks(ax.yaxis)
-        ax.set_ylim(positive.min() / 1.6, positive.max() * 1.6)
-        return " (log scale)"
-    top = finite.max() if finite.size else 0.0
-    ax.set_ylim(min(0.0, finite.min() if finite.size else 0.0), top * 1.08 if top > 0 else 1.0)
-    return ""
-
-
-def _lines(ok: pd.DataFrame, metric: str, x: str, xs: list[Any], others: list[str]
-           ) -> list[tuple[str | None, np.ndarray, np.ndarray]]:  # fmt: skip
+def _lines(ok: pd.DataFrame, metric: str, x: str, xs: list[Any], others: list[str]) -> list[Line]:
     """(name, x positions, y values) per value of the other axes, sorted by x."""
     numeric = is_numeric_axis(ok[x])
     groups = ok.groupby(others, sort=False, dropna=False) if others else [((), ok)]
@@ -124,15 +90,24 @@ def _lines(ok: pd.DataFrame, metric: str, x: str, xs: list[Any], others: list[st
     return out
 
 
-def _twin(lines: list[tuple[str | None, np.ndarray, np.ndarray]], i: int) -> tuple[int, str | None]:
-    """How many earlier lines equal line ``i``, and the name of the first of them."""
+def _twin(ax: Axes, lines: list[Line], i: int) -> tuple[int, str]:
+    """How many earlier lines line ``i`` hides or is hidden by (same x values, y within
+    :data:`COINCIDE` of the axis height at each), and its legend note: ``= a`` when equal to
+    line ``a`` (to :data:`EQUAL_RTOL`), ``≈ a`` when only that close, else empty. Call once
+    the y limits are set."""
+    to_axes = ax.transScale + ax.transLimits
+
+    def height(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return to_axes.transform(np.column_stack([x, y]))[:, 1]
+
     _, x, y = lines[i]
-    twins = [
-        name
-        for name, x2, y2 in lines[:i]
-        if np.array_equal(x2, x) and np.allclose(y2, y, equal_nan=True)
-    ]
-    return len(twins), (twins[0] if twins else None)
+    twins = []
+    for name, x2, y2 in lines[:i]:
+        if np.array_equal(x2, x) and np.allclose(height(x, y), height(x2, y2), rtol=0,
+                                                 atol=COINCIDE, equal_nan=True):  # fmt: skip
+            equal = np.allclose(y, y2, rtol=EQUAL_RTOL, atol=0, equal_nan=True)
+            twins.append(f"{'=' if equal else '≈'} {name}")
+    return len(twins), (twins[0] if twins else "")
 
 
 def _dodged(x: np.ndarray, rank: int, xs: list[Any], log2: bool, numeric: bool) -> np.ndarray:
@@ -142,30 +117,6 @@ def _dodged(x: np.ndarray, rank: int, xs: list[Any], log2: bool, numeric: bool) 
         return x * 2 ** (DODGE * rank * math.log2(max(xs) / min(xs)))
     span = (max(xs) - min(xs)) if numeric and len(xs) > 1 else max(len(xs) - 1, 1)
     return x + DODGE * rank * span
-
-
-TICK_GAP_PX = 4.0
-"""Least gap between two x tick labels; a label closer to the previous one is left blank."""
-
-
-def thin_x_labels(ax: Axes) -> None:
-    """Blank every x tick label that would come within :data:`TICK_GAP_PX` of the last label
-    kept (left to right; the tick stays). Call once the layout is final."""
-    fig = ax.get_figure()
-    if fig is None:
-        return
-    renderer = FigureCanvasAgg(fig).get_renderer()
-    ticks, labels = ax.get_xticks(), [t.get_text() for t in ax.get_xticklabels()]
-    prop = ax.get_xticklabels()[0].get_fontproperties() if labels else None
-    right = -np.inf
-    kept = []
-    for tick, text in zip(ticks, labels, strict=True):
-        width = renderer.get_text_width_height_descent(text, prop, ismath=False)[0]
-        centre = ax.transData.transform((tick, 0.0))[0]
-        fits = centre - width / 2 >= right + TICK_GAP_PX
-        kept.append(text if fits else "")
-        right = centre + width / 2 if fits else right
-    ax.set_xticks(ticks, kept)
 
 
 def _set_x(ax: Axes, x: str, xs: list[Any], numeric: bool) -> bool:
@@ -188,9 +139,11 @@ def line_figure(
     others = [axis for axis in sweep.axes if axis != x]
     log2 = _set_x(ax, x, xs, numeric)
     lines = _lines(sweep.ok, metric, x, xs, others)
+    values = np.concatenate([ys for _, _, ys in lines] + [np.array(marks.slo, dtype=float)])
+    ax.set_ylabel(label + scale_y(ax, values))
     for i, (name, pos, ys) in enumerate(lines):
-        rank, twin = _twin(lines, i)
-        shown = name if twin is None else f"{name} (= {twin})"
+        rank, twin = _twin(ax, lines, i)
+        shown = f"{name} ({twin})" if twin else name
         ax.plot(_dodged(pos, rank, xs, log2, numeric), ys, marker=MARKERS[i % len(MARKERS)],
                 linestyle=LINESTYLES[i % len(LINESTYLES)], linewidth=1.3, markersize=5 + rank,
                 markerfacecolor="none" if rank else None, label=shown)  # fmt: skip
@@ -198,8 +151,6 @@ def line_figure(
         ax.axhline(value, label=f"SLO {value:,g} ms", **SLO_STYLE)
     for text, at in marks.knees:
         ax.axvline(at, label=text, **KNEE_STYLE)
-    values = np.concatenate([ys for _, _, ys in lines] + [np.array(marks.slo, dtype=float)])
-    ax.set_ylabel(label + scale_y(ax, values))
     ax.grid(True, alpha=0.25)
     if others or marks.slo or marks.knees:
         ax.legend(title=", ".join(others) or None, **LEGEND_KW)
@@ -246,7 +197,11 @@ def heatmap_figure(sweep: SweepFolder, metric: str, label: str, x: str) -> Figur
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     scale = " (log scale)" if isinstance(norm, LogNorm) else ""
-    fig.colorbar(image, ax=ax, label=label + scale)
+    bar = fig.colorbar(image, ax=ax, label=label + scale)
+    if isinstance(norm, LogNorm):
+        plain_log_ticks(bar.ax.yaxis)
+    else:
+        bar.ax.yaxis.set_major_formatter(PLAIN)
     fig.tight_layout()
     return fig
 
@@ -293,6 +248,7 @@ def pareto_figure(sweep: SweepFolder) -> Pareto:
             linewidth=1.2, drawstyle="steps-post", label="Pareto front")  # fmt: skip
     ax.set_xlabel("p99 TTFT (ms)" + _scale_x_latency(ax, lat))
     ax.set_ylabel("request throughput (req/s)")
+    ax.yaxis.set_major_formatter(PLAIN)
     top = np.nanmax(thr) if np.isfinite(thr).any() else 1.0
     ax.set_ylim(0, top * 1.12 if top > 0 else 1.0)
     ax.grid(True, alpha=0.25)
@@ -315,4 +271,5 @@ def _scale_x_latency(ax: Axes, lat: np.ndarray) -> str:
         plain_log_ticks(ax.xaxis)
         return " (log scale)"
     ax.set_xlim(left=0)
+    ax.xaxis.set_major_formatter(PLAIN)
     return ""

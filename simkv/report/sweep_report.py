@@ -132,11 +132,12 @@ def _marks(sweep: SweepFolder, metric: str, x: str) -> Marks:
     return Marks(_slo_values(sweep, metric), tuple(lines))
 
 
-def _pareto_caption(front: tuple[int, ...], unlabelled: tuple[str, ...]) -> str:
+def _pareto_caption(sweep: SweepFolder, front: tuple[int, ...], unlabelled: tuple[str, ...]) -> str:
+    on_front = ", ".join(_run_name(sweep, n - 1) for n in front)
     text = (
         "Request throughput against p99 TTFT per finished run; red: runs that no other run "
         "beats on both (higher throughput, lower latency). Numbers are the # column of the "
-        "table of all runs; on the front: " + ", ".join(f"#{n}" for n in front) + "."
+        f"table of all runs; on the front: {on_front}."
     )
     if unlabelled:
         text += " Too close to label apart (see the table): " + "; ".join(unlabelled) + "."
@@ -170,7 +171,7 @@ def sweep_figures(sweep: SweepFolder) -> list[FigureBlock]:
         blocks.append(figure_block("fig-sweep-heatmap", "p99 TTFT over the grid", caption, fig))
     if _has_values(sweep, THROUGHPUT) and _has_values(sweep, LATENCY):
         pareto = pareto_figure(sweep)
-        caption = _pareto_caption(pareto.front, pareto.unlabelled)
+        caption = _pareto_caption(sweep, pareto.front, pareto.unlabelled)
         blocks.append(figure_block("fig-sweep-pareto", "Throughput vs p99 TTFT", caption,
                                    pareto.figure))  # fmt: skip
     return blocks
@@ -229,8 +230,10 @@ def render_sweep_report(sweep_dir: Path) -> str:
     template = report_environment().get_template("sweep.html.j2")
     return template.render(
         name=sweep.name,
-        axes=[(axis, ", ".join(axis_value(v) for v in levels(sweep.table[axis])))
-              for axis in sweep.axes],
+        axes=[
+            (axis, ", ".join(axis_value(v) for v in levels(sweep.table[axis])))
+            for axis in sweep.axes
+        ],
         counts=(len(sweep.table), len(sweep.ok)),
         summary=summary_lines(sweep),
         figures=figure_blocks,
@@ -243,4 +246,3 @@ def write_sweep_report(sweep_dir: Path) -> Path:
     path = sweep_dir / REPORT_FILE
     path.write_text(render_sweep_report(sweep_dir), encoding="utf-8")
     return path
-

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from simkv.report import figures as fg
 from simkv.report import sweep_figures as sf
+from simkv.report import sweep_scales as sc
 from simkv.report.label_layout import place_point_labels
 from simkv.report.sweep_folder import load_sweep_folder
 
@@ -36,19 +37,19 @@ def _folder(path: Path, axes: dict[str, list], metrics: dict[str, list[float]]) 
     ([0, 1, 2, 4], False), ([0.25, 0.5, 1.0], True), (["a", "b", "c"], False),
 ])  # fmt: skip
 def test_power_of_two_grids(values: list, expected: bool) -> None:
-    assert sf.is_power_of_two_grid(values) is expected
+    assert sc.is_power_of_two_grid(values) is expected
 
 
 def test_y_scale_zero_baseline_or_log() -> None:
     with mpl.rc_context(dict(fg.REPORT_RC)):
         ax = Figure().add_subplot()
-        assert sf.scale_y(ax, np.array([3.68, 3.71, np.nan])) == ""
+        assert sc.scale_y(ax, np.array([3.68, 3.71, np.nan])) == ""
         assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0.0
         ax = Figure().add_subplot()
-        assert sf.scale_y(ax, np.array([120.0, 300.0, 2.3e6])) == " (log scale)"
+        assert sc.scale_y(ax, np.array([120.0, 300.0, 2.3e6])) == " (log scale)"
         assert ax.get_yscale() == "log"
         ax = Figure().add_subplot()
-        assert sf.scale_y(ax, np.array([0.0, 3.0, 5000.0])) == " (symlog scale)"
+        assert sc.scale_y(ax, np.array([0.0, 3.0, 5000.0])) == " (symlog scale)"
         assert ax.get_yscale() == "symlog" and ax.get_ylim()[0] == 0.0
 
 
@@ -68,6 +69,18 @@ def test_coinciding_lines_are_named_and_dodged(tmp_path: Path) -> None:
     assert all(r > h for r, h in zip(radix.get_xdata(), hash_.get_xdata(), strict=True))
     assert len({line.get_marker() for line in ax.lines}) == 3
     assert len({str(line.get_linestyle()) for line in ax.lines}) == 3
+
+
+def test_nearly_equal_lines_are_marked_as_hiding_each_other(tmp_path: Path) -> None:
+    axes = {"x": [1, 2, 3] * 3, "policy": ["a"] * 3 + ["b"] * 3 + ["c"] * 3}
+    ttft = [140633.0, 76222.0, 27252.0, 140582.0, 75982.0, 27251.0, 9e5, 5e5, 3e5]
+    sweep = load_sweep_folder(_folder(tmp_path / "s", axes, {"p99_ttft_ms": ttft}))
+    with mpl.rc_context(dict(fg.REPORT_RC)):
+        fig = sf.line_figure(sweep, "p99_ttft_ms", "ttft", "x")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b (≈ a)", "c"]
+    assert ax.lines[1].get_xdata()[0] > 1.0  # dodged
+    assert ax.lines[2].get_xdata().tolist() == [1.0, 2.0, 3.0]
 
 
 def test_reference_lines_and_thinned_ticks(tmp_path: Path) -> None:
