@@ -1,7 +1,8 @@
 """Point labels that cannot overlap: a greedy placement measured in display pixels.
 
 :func:`place_point_labels` puts one short label beside each point of an axes. Points closer
-than :data:`MERGE_PX` share one label (their texts joined by commas). Each label tries
+than :data:`MERGE_PX` share one label (their texts joined by commas, shortest first, so
+run numbers read in order). Each label tries
 :data:`OFFSETS_PX` gaps in the :data:`DIRECTIONS` around its point and takes the first box that
 stays inside the axes and clears every label already placed and every other point's marker;
 a label with no such box is not drawn and is returned, so the caller can say which points are
@@ -82,7 +83,7 @@ def place_point_labels(
     unplaced: list[str] = []
     px_to_pt = 72.0 / fig.dpi
     for group in _clusters(points):
-        text = ",".join(texts[i] for i in group)
+        text = ",".join(sorted((texts[i] for i in group), key=lambda t: (len(t), t)))
         label = ax.annotate(text, xy[group[0]], xytext=(0, 0), textcoords="offset points",
                             ha="left", va="bottom", annotation_clip=False, **text_kw)  # fmt: skip
         extent = label.get_window_extent(renderer)
