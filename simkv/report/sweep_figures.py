@@ -47,9 +47,10 @@ from simkv.report.sweep_scales import (
     scale_y,
     thin_x_labels,
 )
+from simkv.report.sweep_summary import THROUGHPUT
 
-THROUGHPUT = "request_throughput"
 LATENCY = "p99_ttft_ms"
+"""The latency the Pareto scatter and the heatmap show."""
 DODGE = 0.012
 """Shift of a line that hides an earlier one, as a fraction of the x span (a marker's width)."""
 COINCIDE = 0.01
