@@ -66,7 +66,8 @@ def _read_summary(path: Path) -> dict[str, Any]:
     return summary
 
 
-def _read_config(path: Path) -> tuple[str, dict[str, Any]]:
+def read_config(path: Path) -> tuple[str, dict[str, Any]]:
+    """A resolved-config file: its text and mapping; :class:`InputError` naming it if damaged."""
     text = _read_text(path)
     try:
         config = yaml.safe_load(text)
@@ -85,7 +86,7 @@ def load_run(run_dir: Path) -> RunFolder:
     missing += [name for name in RUN_FILES if not (run_dir / name).is_file()]
     if missing:
         raise InputError(f"not a simkv run folder: missing {', '.join(missing)}", file=run_dir)
-    config_text, config = _read_config(run_dir / "config.resolved.yaml")
+    config_text, config = read_config(run_dir / "config.resolved.yaml")
     summary = _read_summary(run_dir / "summary.json")
     requests = read_table(paths["requests"], _REQUEST_COLUMNS)
     if requests.empty:

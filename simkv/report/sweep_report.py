@@ -1,215 +1,147 @@
 """The self-contained HTML comparison report of a sweep folder.
 
-Built from what :func:`simkv.sweep.run.run_sweep` leaves in the folder: ``sweep.json`` (name,
-axes, run ids) and ``sweep.parquet`` (one row per run: ``run_id``, ``status``, ``error``, the axis
-columns, the summary metrics). Failed runs (``status != "ok"``) are listed in the runs table and
-left out of every chart. Figures are inline SVG drawn under :data:`figures.REPORT_RC` and text
-goes through the report's jinja2 environment (autoescape on), so the same folder always renders
-to the same bytes and the page references nothing outside itself.
+Read by :func:`simkv.report.sweep_folder.load_sweep_folder`. The page: a summary box (the best
+run by the sweep's main objective, the runs meeting the SLOs, a rate sweep's knee;
+:mod:`simkv.report.sweep_summary`), metric-vs-axis charts, a heatmap for two-axis grids, the
+Pareto scatter (:mod:`simkv.report.sweep_figures`) and the table of all runs, numbered (``#``)
+as the Pareto labels. Failed runs (``status != "ok"``) are listed in the table and left out of
+every chart and conclusion. Figures are inline SVG drawn under :data:`figures.REPORT_RC` and
+text goes through the report's jinja2 environment (autoescape on), so the same folder always
+renders to the same bytes and the page references nothing outside itself.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import matplotlib as mpl
-import numpy as np
-import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
-from simkv.errors import InputError
 from simkv.report import figures as fg
-from simkv.report.run_folder import read_table
-from simkv.report.run_report import (
-    REPORT_FILE,
-    FigureBlock,
-    figure_block,
-    format_value,
-    report_environment,
+from simkv.report import sweep_summary as sm
+from simkv.report.run_report import REPORT_FILE, FigureBlock, figure_block, report_environment
+from simkv.report.sweep_figures import (
+    LATENCY,
+    THROUGHPUT,
+    Marks,
+    heatmap_figure,
+    line_figure,
+    pareto_figure,
+    pareto_mask,
 )
+from simkv.report.sweep_folder import (
+    SweepFolder,
+    axis_value,
+    is_numeric_axis,
+    levels,
+    load_sweep_folder,
+    point_label,
+    py_value,
+    run_number,
+    x_axis,
+)
+from simkv.report.sweep_table import runs_table
 
-STATUS_OK = "ok"
-THROUGHPUT = "request_throughput"
-LATENCY = "p99_ttft_ms"
+__all__ = ["heatmap_figure", "line_figure", "load_sweep_folder", "pareto_figure",
+           "pareto_mask", "render_sweep_report", "write_sweep_report", "x_axis"]  # fmt: skip
+
 CHART_METRICS: tuple[tuple[str, str], ...] = (
     ("request_throughput", "request throughput (req/s)"),
     ("request_goodput", "request goodput (req/s)"),
     ("p99_ttft_ms", "p99 TTFT (ms)"),
     ("p99_tpot_ms", "p99 TPOT (ms)"),
+    ("p99_e2el_ms", "p99 E2EL (ms)"),
+    ("prefix_hit_rate", "prefix hit rate (share of prompt tokens)"),
     ("preemptions", "preemptions"),
     ("mean_token_frac", "share of KV pool holding tokens"),
 )
-"""Metrics drawn against the sweep axis (column, axis label); absent or all-null ones skipped."""
-TABLE_METRICS: tuple[str, ...] = (
-    "request_throughput", "output_throughput", "request_goodput", "median_ttft_ms",
-    "p99_ttft_ms", "p99_tpot_ms", "p99_e2el_ms", "preemptions", "swap_gib", "mean_kv_usage",
-    "mean_token_frac",
-)  # fmt: skip
+"""Metrics drawn against the sweep axis (column, axis label); absent or all-null ones skipped,
+p99 E2EL only under an E2EL SLO, the prefix hit rate only when some run hits the cache."""
+SLO_OF_METRIC = {metric: key for key, metric, _ in sm.SLO_KEYS}
 
 
-@dataclass(frozen=True)
-class SweepFolder:
-    """A sweep folder read back: name, axes in sweep order, and the table in run order."""
-
-    path: Path
-    name: str
-    axes: tuple[str, ...]
-    table: pd.DataFrame
-
-    @property
-    def ok(self) -> pd.DataFrame:
-        """The rows of runs that finished (the only rows charts use)."""
-        return self.table[self.table["status"] == STATUS_OK]
-
-
-def load_sweep_folder(sweep_dir: Path) -> SweepFolder:
-    """Read ``sweep.json`` and ``sweep.parquet``; :class:`InputError` if missing or inconsistent."""
-    for name in ("sweep.json", "sweep.parquet"):
-        if not (sweep_dir / name).is_file():
-            raise InputError(f"not a simkv sweep folder: missing {name}", file=sweep_dir)
-    try:
-        meta = json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
-        name, axes = str(meta["name"]), tuple(str(axis) for axis in meta["axes"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise InputError(f"unreadable sweep.json: {err}", file=sweep_dir / "sweep.json") from None
-    table = read_table(sweep_dir / "sweep.parquet", ())
-    missing = [c for c in ("run_id", "status", "error", *axes) if c not in table.columns]
-    if missing:
-        raise InputError(f"sweep.parquet lacks columns {', '.join(missing)}", file=sweep_dir)
-    return SweepFolder(sweep_dir, name, axes, table.reset_index(drop=True))
-
-
-def py_value(value: Any) -> Any:
-    """A table cell as a plain Python value; ``None`` for every kind of missing value."""
-    if value is None or (np.ndim(value) == 0 and pd.isna(value)):
-        return None
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def is_numeric_axis(column: pd.Series) -> bool:
-    """Numbers (not booleans), so the axis is drawn to scale rather than as categories."""
-    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
-
-
-def x_axis(sweep: SweepFolder) -> str | None:
-    """The axis charts put on x: the first numeric axis, else the first (categorical) one."""
-    numeric = [axis for axis in sweep.axes if is_numeric_axis(sweep.table[axis])]
-    return (numeric or list(sweep.axes) or [None])[0]
-
-
-def pareto_mask(throughput: np.ndarray, latency: np.ndarray) -> np.ndarray:
-    """True where no other point has throughput ≥ and latency ≤ with one of them strict.
-
-    Points with a NaN coordinate are never on the front and never dominate; equal points are
-    on the front together.
-    """
-    valid = ~(np.isnan(throughput) | np.isnan(latency))
-    front = valid.copy()
-    for i in np.flatnonzero(valid):
-        no_worse = valid & (throughput >= throughput[i]) & (latency <= latency[i])
-        better = (throughput > throughput[i]) | (latency < latency[i])
-        front[i] = not np.any(no_worse & better)
-    return front
-
-
-def _levels(column: pd.Series) -> list[Any]:
-    """Distinct values of an axis: sorted when numeric, else in order of first appearance."""
-    values = list(dict.fromkeys(py_value(v) for v in column))
-    return sorted(v for v in values if v is not None) if is_numeric_axis(column) else values
-
-
-def _point_label(row: pd.Series, axes: tuple[str, ...]) -> str:
-    return ", ".join(f"{axis}={py_value(row[axis])}" for axis in axes) or str(row["run_id"])
-
-
-def line_figure(sweep: SweepFolder, metric: str, label: str, x: str) -> Figure:
-    """``metric`` of the finished runs against axis ``x``: one line per value of the others."""
-    fig = Figure(figsize=(7.6, 3.4))
-    ax = fig.add_subplot()
-    levels, numeric = _levels(sweep.table[x]), is_numeric_axis(sweep.table[x])
-    others = tuple(axis for axis in sweep.axes if axis != x)
+def _has_values(sweep: SweepFolder, metric: str) -> bool:
     ok = sweep.ok
-    groups = ok.groupby(list(others), sort=False, dropna=False) if others else [((), ok)]
+    if metric not in ok.columns or not ok[metric].notna().any():
+        return False
+    if metric == "prefix_hit_rate":
+        return bool((ok[metric].astype("float64") > 0).any())
+    if metric == "p99_e2el_ms":
+        return bool(ok[sm.slo_column("e2el_ms")].notna().any())
+    return True
+
+
+def _slo_values(sweep: SweepFolder, metric: str) -> tuple[float, ...]:
+    key = SLO_OF_METRIC.get(metric)
+    if key is None:
+        return ()
+    return tuple(sorted(set(sweep.ok[sm.slo_column(key)].dropna().tolist())))
+
+
+def knees(sweep: SweepFolder, x: str | None) -> list[tuple[str | None, sm.Knee]]:
+    """The knee of each line of a sweep whose x axis is an offered rate (else none)."""
+    if x not in sm.RATE_AXES or not is_numeric_axis(sweep.table[x]):
+        return []
+    ok, judge = sweep.ok, sm.has_slo(sweep.ok)
+    others = [axis for axis in sweep.axes if axis != x]
+    groups = ok.groupby(others, sort=False, dropna=False) if others else [((), ok)]
+    out = []
     for _, rows in groups:
-        xs = [py_value(v) for v in rows[x]]
-        pos = np.array([v if numeric else levels.index(v) for v in xs], dtype=float)
-        order = np.argsort(pos, kind="stable")
-        ys = rows[metric].to_numpy(dtype=float, na_value=np.nan)[order]
-        name = _point_label(rows.iloc[0], others) if others else None
-        ax.plot(pos[order], ys, marker="o", linewidth=1.3, markersize=4, label=name)
-    ax.set_xticks(levels if numeric else range(len(levels)), [str(v) for v in levels])
-    ax.set_xlabel(x)
-    ax.set_ylabel(label)
-    ax.grid(True, alpha=0.25)
-    if others:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
-    return fig
+        name = point_label(rows.iloc[0], others) if others else None
+        out.append((name, sm.knee(rows[x].to_numpy(dtype=float), rows, judge)))
+    return out
 
 
-def _annotate(ax: Axes, grid: np.ndarray) -> None:
-    finite = grid[np.isfinite(grid)]
-    middle = (finite.min() + finite.max()) / 2 if finite.size else 0.0
-    for (i, j), value in np.ndenumerate(grid):
-        text = "—" if np.isnan(value) else f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
-        color = "white" if np.isfinite(value) and value < middle else "black"
-        ax.text(j, i, text, ha="center", va="center", color=color, fontsize=8)
+def _knee_x(knee: sm.Knee, sweep: SweepFolder, x: str) -> float | None:
+    """Where the knee line goes: the highest rate meeting the SLOs; without SLOs the last
+    rate before p99 TTFT departs."""
+    if knee.meets_up_to is not None or sm.has_slo(sweep.ok):
+        return knee.meets_up_to
+    if knee.departs_at is None:
+        return None
+    below = [v for v in levels(sweep.table[x]) if v < knee.departs_at]
+    return float(below[-1]) if below else None
 
 
-def heatmap_figure(sweep: SweepFolder, metric: str, label: str, x: str) -> Figure:
-    """``metric`` over a two-axis grid (``x`` across, the other axis down), cells annotated.
-
-    A cell without a finished run is blank and annotated ``—``.
-    """
-    (y,) = [axis for axis in sweep.axes if axis != x]
-    xs, ys = _levels(sweep.table[x]), _levels(sweep.table[y])
-    grid = np.full((len(ys), len(xs)), np.nan)
-    for _, row in sweep.ok.iterrows():
-        value = py_value(row[metric])
-        if value is not None:
-            grid[ys.index(py_value(row[y])), xs.index(py_value(row[x]))] = value
-    fig = Figure(figsize=(1.2 * len(xs) + 3.0, 0.55 * len(ys) + 1.6))
-    ax = fig.add_subplot()
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", aspect="auto")
-    _annotate(ax, grid)
-    ax.set_xticks(range(len(xs)), [str(v) for v in xs])
-    ax.set_yticks(range(len(ys)), [str(v) for v in ys])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    fig.colorbar(image, ax=ax, label=label)
-    fig.tight_layout()
-    return fig
+def knee_sentences(sweep: SweepFolder, x: str | None) -> list[str]:
+    """One sentence per line of a rate sweep: where it meets the SLOs up to, where p99 TTFT
+    departs."""
+    out = []
+    for name, knee in knees(sweep, x):
+        where = f" ({name})" if name else ""
+        parts = []
+        if sm.has_slo(sweep.ok) and knee.meets_up_to is None:
+            parts.append("no rate meets the SLOs")
+        elif sm.has_slo(sweep.ok):
+            parts.append(f"the highest {x} meeting the SLOs is {knee.meets_up_to:g} req/s")
+        factor = f"{sm.DEPARTURE_FACTOR:g}× its value at the lowest rate"
+        if knee.departs_at is None:
+            parts.append(f"p99 TTFT stays within {factor} throughout")
+        else:
+            parts.append(f"p99 TTFT departs (exceeds {factor}) at {knee.departs_at:g} req/s")
+        out.append(f"Knee{where}: " + "; ".join(parts) + ".")
+    return out
 
 
-def pareto_figure(sweep: SweepFolder) -> Figure:
-    """Request throughput against p99 TTFT per finished run, the Pareto front highlighted."""
-    ok = sweep.ok
-    thr = ok[THROUGHPUT].to_numpy(dtype=float, na_value=np.nan)
-    lat = ok[LATENCY].to_numpy(dtype=float, na_value=np.nan)
-    front = pareto_mask(thr, lat)
-    fig = Figure(figsize=(7.6, 3.8))
-    ax = fig.add_subplot()
-    ax.scatter(lat[~front], thr[~front], color="0.6", s=18, label="dominated")
-    order = np.argsort(lat[front], kind="stable")
-    ax.plot(lat[front][order], thr[front][order], color="tab:red", marker="o", markersize=5,
-            linewidth=1.2, drawstyle="steps-post", label="Pareto front")  # fmt: skip
-    for (_, row), x, y in zip(ok[front].iterrows(), lat[front], thr[front], strict=True):
-        ax.annotate(_point_label(row, sweep.axes), (x, y), xytext=(4, 4),
-                    textcoords="offset points", fontsize=7)  # fmt: skip
-    ax.set_xlabel("p99 TTFT (ms)")
-    ax.set_ylabel("request throughput (req/s)")
-    ax.grid(True, alpha=0.25)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
-    return fig
+def _marks(sweep: SweepFolder, metric: str, x: str) -> Marks:
+    lines = []
+    for name, knee in knees(sweep, x):
+        at = _knee_x(knee, sweep, x)
+        if at is not None:
+            lines.append((f"knee {at:g} req/s" + (f" ({name})" if name else ""), at))
+    return Marks(_slo_values(sweep, metric), tuple(lines))
 
 
-def _has_values(frame: pd.DataFrame, metric: str) -> bool:
-    return metric in frame.columns and bool(frame[metric].notna().any())
+def _pareto_caption(sweep: SweepFolder, front: tuple[int, ...], unlabelled: tuple[str, ...]) -> str:
+    on_front = ", ".join(_run_name(sweep, n - 1) for n in front)
+    text = (
+        "Request throughput against p99 TTFT per finished run; red: runs that no other run "
+        "beats on both (higher throughput, lower latency). Numbers are the # column of the "
+        f"table of all runs; on the front: {on_front}."
+    )
+    if unlabelled:
+        text += " Too close to label apart (see the table): " + "; ".join(unlabelled) + "."
+    return text
 
 
 def sweep_figures(sweep: SweepFolder) -> list[FigureBlock]:
@@ -218,41 +150,75 @@ def sweep_figures(sweep: SweepFolder) -> list[FigureBlock]:
     Ids: ``fig-sweep-<metric>`` (line charts), ``fig-sweep-heatmap`` (two-axis grids only),
     ``fig-sweep-pareto``. Nothing is drawn without finished runs.
     """
-    ok, x = sweep.ok, x_axis(sweep)
+    x = x_axis(sweep)
     blocks: list[FigureBlock] = []
-    if ok.empty:
+    if sweep.ok.empty:
         return blocks
     others = [axis for axis in sweep.axes if axis != x]
     per_line = f", one line per value of {', '.join(others)}" if others else ""
     for metric, label in CHART_METRICS:
-        if x is not None and _has_values(ok, metric):
+        if x is not None and _has_values(sweep, metric):
+            marks = _marks(sweep, metric, x)
+            slo = f"; dashed red: the SLO ({metric} ≤ it)" if marks.slo else ""
+            knee = "; dotted: the knee (see the summary)" if marks.knees else ""
+            caption = f"{metric} of the finished runs against {x}{per_line}{slo}{knee}."
+            fig = line_figure(sweep, metric, label, x, marks)
             fig_id = "fig-sweep-" + metric.replace("_", "-")
-            caption = f"{metric} of the finished runs against {x}{per_line}."
-            fig = line_figure(sweep, metric, label, x)
             blocks.append(figure_block(fig_id, label, caption, fig))
-    if len(sweep.axes) == 2 and x is not None and _has_values(ok, LATENCY):
+    if len(sweep.axes) == 2 and x is not None and _has_values(sweep, LATENCY):
         caption = f"{LATENCY} per grid cell ({x} across); — marks a cell without a finished run."
         fig = heatmap_figure(sweep, LATENCY, "p99 TTFT (ms)", x)
         blocks.append(figure_block("fig-sweep-heatmap", "p99 TTFT over the grid", caption, fig))
-    if _has_values(ok, THROUGHPUT) and _has_values(ok, LATENCY):
-        caption = ("Request throughput against p99 TTFT per finished run; red: runs that no other "
-                   "run beats on both (higher throughput, lower latency).")  # fmt: skip
+    if _has_values(sweep, THROUGHPUT) and _has_values(sweep, LATENCY):
+        pareto = pareto_figure(sweep)
+        caption = _pareto_caption(sweep, pareto.front, pareto.unlabelled)
         blocks.append(figure_block("fig-sweep-pareto", "Throughput vs p99 TTFT", caption,
-                              pareto_figure(sweep)))  # fmt: skip
+                                   pareto.figure))  # fmt: skip
     return blocks
 
 
-def runs_table(sweep: SweepFolder) -> tuple[list[str], list[dict[str, Any]]]:
-    """Header and rows of the runs table: id, axes, status, key metrics, error (text)."""
-    metrics = [m for m in TABLE_METRICS if m in sweep.table.columns]
-    header = ["run_id", *sweep.axes, "status", *metrics, "error"]
-    rows = []
-    for _, row in sweep.table.iterrows():
-        cells = [format_value(py_value(row[c])) for c in ("run_id", *sweep.axes, "status")]
-        cells += [format_value(py_value(row[m])) for m in metrics]
-        error = py_value(row["error"])
-        rows.append({"ok": row["status"] == STATUS_OK, "cells": cells, "error": error or ""})
-    return header, rows
+def _fmt(value: Any, unit: str) -> str:
+    number = py_value(value)
+    if number is None:
+        return "—"
+    return f"{number:,.0f} {unit}" if abs(number) >= 100 else f"{number:.2f} {unit}"
+
+
+def _run_name(sweep: SweepFolder, index: Any) -> str:
+    return f"#{run_number(index)} ({point_label(sweep.table.loc[index], sweep.axes)})"
+
+
+def summary_lines(sweep: SweepFolder) -> list[str]:
+    """The summary box: best run by the main objective, runs meeting the SLOs, the knee."""
+    ok = sweep.ok
+    if ok.empty:
+        return ["No run finished."]
+    metric = sm.objective(ok)
+    best = sm.best_row(ok, metric)
+    name = "request goodput" if metric == sm.GOODPUT else "request throughput"
+    lines = []
+    if best is not None:
+        row = ok.loc[best]
+        lines.append(f"Best run by {name}: {_run_name(sweep, best)}: "
+                     f"{_fmt(row[metric], 'req/s')} {name.removeprefix('request ')}, "
+                     f"p99 TTFT {_fmt(row.get(LATENCY), 'ms')}.")  # fmt: skip
+    if sm.has_slo(ok):
+        met = ok.index[sm.meets_slo(ok).to_numpy()]
+        runs = ", ".join(_run_name(sweep, i) for i in met) if len(met) else "none"
+        lines.append(f"Runs meeting the SLOs ({slo_text(sweep)}): {len(met)} of {len(ok)}: {runs}.")
+    else:
+        lines.append("No SLO is set, so the main objective is request throughput.")
+    return lines + knee_sentences(sweep, x_axis(sweep))
+
+
+def slo_text(sweep: SweepFolder) -> str:
+    """The SLOs the finished runs set, as ``p99 TTFT ≤ 2,000 ms, …`` (ranges if they differ)."""
+    parts = []
+    for key, _, shown in sm.SLO_KEYS:
+        values = sorted(set(sweep.ok[sm.slo_column(key)].dropna().tolist()))
+        if values:
+            parts.append(f"{shown} ≤ " + " / ".join(f"{v:,g}" for v in values) + " ms")
+    return ", ".join(parts)
 
 
 def render_sweep_report(sweep_dir: Path) -> str:
@@ -260,15 +226,18 @@ def render_sweep_report(sweep_dir: Path) -> str:
     sweep = load_sweep_folder(sweep_dir)
     with mpl.rc_context(dict(fg.REPORT_RC)):
         figure_blocks = sweep_figures(sweep)
-    header, rows = runs_table(sweep)
+    table = runs_table(sweep, sm.meets_slo(sweep.table) if sm.has_slo(sweep.ok) else None)
     template = report_environment().get_template("sweep.html.j2")
     return template.render(
         name=sweep.name,
-        axes=[(axis, ", ".join(str(v) for v in _levels(sweep.table[axis]))) for axis in sweep.axes],
+        axes=[
+            (axis, ", ".join(axis_value(v) for v in levels(sweep.table[axis])))
+            for axis in sweep.axes
+        ],
         counts=(len(sweep.table), len(sweep.ok)),
+        summary=summary_lines(sweep),
         figures=figure_blocks,
-        header=header,
-        rows=rows,
+        table=table,
     )
 
 

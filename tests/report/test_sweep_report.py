@@ -137,7 +137,7 @@ def test_failed_run_left_out_of_charts(grid_dir: Path) -> None:
     with mpl.rc_context(dict(fg.REPORT_RC)):
         line = sr.line_figure(sweep, "request_throughput", "thr", BS)
         heat = sr.heatmap_figure(sweep, "p99_ttft_ms", "ttft", BS)
-        pareto = sr.pareto_figure(sweep)
+        pareto = sr.pareto_figure(sweep).figure
     series = [(ln.get_xdata().tolist(), ln.get_ydata().tolist()) for ln in line.axes[0].lines]
     assert series == [([8.0, 16.0, 32.0], [1.0, 1.1, 0.9]), ([8.0, 32.0], [1.2, 1.2])]
     cells = [t.get_text() for t in heat.axes[0].texts]
@@ -174,3 +174,74 @@ def test_all_failed_draws_nothing(tmp_path: Path) -> None:
 def test_missing_files_are_input_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"missing sweep\.json"):
         sr.render_sweep_report(tmp_path)
+
+
+RATES = [1.0, 2.0, 3.0, 4.0]
+
+
+def _rate_folder(path: Path) -> Path:
+    """A rate sweep with SLOs (TTFT 1000 ms, TPOT 50 ms): runs 1–2 meet them, 3 breaks TTFT
+    (and departs: 2,400 > 2 × 300 ms), 4 breaks both; run 2 has the highest goodput."""
+    rows = [(f"r{int(r)}", "ok", None, 0, 0, thr, ttft)
+            for r, thr, ttft in zip(RATES, [1.0, 2.0, 2.6, 2.7], [300.0, 500.0, 2400.0, 9e5],
+                                    strict=True)]  # fmt: skip
+    path = _write(path, {"workload.rate": pd.Series(RATES)}, rows, name="rate")
+    table = pd.read_parquet(path / "sweep.parquet")
+    table["request_goodput"] = [1.0, 2.0, 1.2, 0.1]
+    table["p99_tpot_ms"] = [20.0, 30.0, 45.0, 80.0]
+    table.to_parquet(path / "sweep.parquet", index=False)
+    for run_id in table["run_id"]:
+        run = path / "runs" / run_id
+        run.mkdir(parents=True)
+        (run / "config.resolved.yaml").write_text("name: x\nslo:\n  ttft_ms: 1000.0\n"
+                                                  "  tpot_ms: 50.0\n  e2el_ms: null\n")  # fmt: skip
+    return path
+
+
+@pytest.fixture(scope="module")
+def rate_page(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The rate sweep's report, rendered once for the tests that read it."""
+    return sr.render_sweep_report(_rate_folder(tmp_path_factory.mktemp("sweeps") / "rate"))
+
+
+def _captions(text: str) -> dict[str, str]:
+    return dict(re.findall(r'<figure id="([^"]+)">.*?<figcaption>(.*?)</figcaption>', text, re.S))
+
+
+def test_summary_box_names_best_run_slos_and_knee(rate_page: str) -> None:
+    box = rate_page[rate_page.index('<section id="sweep-summary">') : rate_page.index("</section>")]
+    assert "Best run by request goodput: #2 (workload.rate=2): 2.00 req/s goodput" in box
+    assert ("Runs meeting the SLOs (p99 TTFT ≤ 1,000 ms, p99 TPOT ≤ 50 ms): 2 of 4: "
+            "#1 (workload.rate=1), #2 (workload.rate=2).") in box  # fmt: skip
+    assert "the highest workload.rate meeting the SLOs is 2 req/s" in box
+    assert "p99 TTFT departs (exceeds 2× its value at the lowest rate) at 3 req/s" in box
+
+
+def test_slo_and_knee_lines_on_latency_charts(rate_page: str) -> None:
+    captions = _captions(rate_page)
+    assert "dashed red: the SLO" in captions["fig-sweep-p99-ttft-ms"]
+    assert "dashed red: the SLO" in captions["fig-sweep-p99-tpot-ms"]
+    assert "dashed red" not in captions["fig-sweep-request-throughput"]
+    assert "dotted: the knee" in captions["fig-sweep-request-throughput"]
+    assert "fig-sweep-p99-e2el-ms" not in captions  # no E2EL SLO
+    assert "fig-sweep-prefix-hit-rate" not in captions  # no run hits the cache
+
+
+def test_runs_table_numbers_runs_and_marks_slos(rate_page: str) -> None:
+    table = rate_page[rate_page.index('<table id="runs-table">') :]
+    assert '<th title="p99 of every set SLO within it">SLO met</th>' in table
+    assert '<th title="error">' not in table  # no run failed
+    assert '<td class="num">3</td><td>r3</td><td>3</td><td>ok</td><td>no</td>' in table
+    assert 'title="workload.rate">workload.<wbr>rate</th>' in table
+
+
+def test_run_slos_are_read_and_a_damaged_config_named(tmp_path: Path) -> None:
+    path = _rate_folder(tmp_path / "rate")
+    sweep = sr.load_sweep_folder(path)
+    assert sweep.table["slo_ttft_ms"].tolist() == [1000.0] * 4
+    assert sweep.table["slo_e2el_ms"].isna().all()
+    config = path / "runs" / "r2" / "config.resolved.yaml"
+    config.write_text("slo: [1, 2\n")
+    with pytest.raises(InputError, match="not YAML") as err:
+        sr.load_sweep_folder(path)
+    assert err.value.file == str(config)

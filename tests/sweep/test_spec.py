@@ -192,7 +192,8 @@ def test_slug() -> None:
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_shipped_sweeps_load(path: Path) -> None:
     plan = load_sweep(path)
-    expected = {"block_size_x_preemption": 8, "schedulers": 18, "gpu_memory": 10, "prefix_cache": 9}
+    expected = {"block_size_x_preemption": 8, "schedulers": 18, "gpu_memory": 10, "prefix_cache": 9,
+                "rate": 10}  # fmt: skip
     assert len(plan.runs) == expected[path.stem]
     assert len({run.run_id for run in plan.runs}) == len(plan.runs)
 

@@ -1,0 +1,98 @@
+"""Axis conventions of the sweep report's figures: zero baselines or log scales, log2 grids,
+plain tick labels, thinned x tick labels.
+
+* a y axis starts at zero, unless its values span more than :data:`LOG_DECADES` decades: then
+  it is logarithmic (``symlog`` when some values are 0) and its label says so;
+* a numeric grid axis whose values are all the smallest times a power of two (block sizes,
+  capacities 12/24/48) is drawn on a log2 scale;
+* tick labels are plain numbers (``1,400,000``, ``0.25``): no offset, no exponent, no mathtext
+  (the report draws none);
+* an x tick label that would touch the previous one is left blank (the tick stays).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.axis import Axis
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+LOG_DECADES = 2.0
+"""Issue 16: an axis whose values span more than two decades (a 2.3e6 ms outlier among
+hundreds of ms) is drawn on a log scale; below that, a linear axis from zero."""
+
+
+def is_power_of_two_grid(values: Sequence[Any]) -> bool:
+    """At least three positive numbers, each the smallest times 2^k (k a whole number)."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    if len(values) < 3 or not numbers:
+        return False
+    low = min(values)
+    if low <= 0:
+        return False
+    ratios = [math.log2(v / low) for v in values]
+    return all(abs(r - round(r)) < 1e-9 for r in ratios)
+
+
+def plain_number(value: float, _pos: object = None) -> str:
+    """A tick label without offset or exponent: ``1,400,000``, ``3.5``, ``0.25``."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:g}"
+
+
+PLAIN = FuncFormatter(plain_number)
+
+
+def plain_log_ticks(axis: Axis) -> None:
+    """Label a log axis's decades as plain numbers (the report draws no mathtext), no minors."""
+    axis.set_major_formatter(PLAIN)
+    axis.set_minor_formatter(NullFormatter())
+
+
+def scale_y(ax: Axes, values: np.ndarray) -> str:
+    """Set the y scale for ``values`` (NaN ignored); returns the label suffix for the scale."""
+    finite = values[np.isfinite(values)]
+    positive = finite[finite > 0]
+    wide = positive.size > 1 and positive.max() / positive.min() > 10**LOG_DECADES
+    if wide and finite.min() >= 0:
+        if finite.min() == 0:
+            ax.set_yscale("symlog", linthresh=float(positive.min()), linscale=0.5)
+            ax.set_ylim(0, positive.max() * 2)
+            plain_log_ticks(ax.yaxis)
+            return " (symlog scale)"
+        ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis)
+        ax.set_ylim(positive.min() / 1.6, positive.max() * 1.6)
+        return " (log scale)"
+    top = finite.max() if finite.size else 0.0
+    ax.set_ylim(min(0.0, finite.min() if finite.size else 0.0), top * 1.08 if top > 0 else 1.0)
+    ax.yaxis.set_major_formatter(PLAIN)
+    return ""
+
+
+TICK_GAP_PX = 4.0
+"""Least gap between two x tick labels; a label closer to the previous one is left blank."""
+
+
+def thin_x_labels(ax: Axes) -> None:
+    """Blank every x tick label that would come within :data:`TICK_GAP_PX` of the last label
+    kept (left to right; the tick stays). Call once the layout is final."""
+    fig = ax.get_figure()
+    if fig is None:
+        return
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ticks, labels = ax.get_xticks(), [t.get_text() for t in ax.get_xticklabels()]
+    prop = ax.get_xticklabels()[0].get_fontproperties() if labels else None
+    right = -np.inf
+    kept = []
+    for tick, text in zip(ticks, labels, strict=True):
+        width = renderer.get_text_width_height_descent(text, prop, ismath=False)[0]
+        centre = ax.transData.transform((tick, 0.0))[0]
+        fits = centre - width / 2 >= right + TICK_GAP_PX
+        kept.append(text if fits else "")
+        right = centre + width / 2 if fits else right
+    ax.set_xticks(ticks, kept)

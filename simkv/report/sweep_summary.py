@@ -1,0 +1,118 @@
+"""What a sweep report concludes from its table: SLOs met, the best run, the knee of a rate sweep.
+
+Pure functions of the sweep table (one row per run, as in ``sweep.parquet``) plus the SLO
+columns :func:`simkv.report.sweep_report.load_sweep_folder` adds from the runs' resolved
+configs (``slo_ttft_ms``, ``slo_tpot_ms``, ``slo_e2el_ms``; NaN where a run sets none). Only
+finished runs are judged.
+
+A run *meets the SLOs* when, for every SLO it sets, the p99 of that latency is within it
+(p99 TTFT ≤ ``slo.ttft_ms`` …): at least 99 % of its requests meet each objective, the same
+p99 the latency charts draw against the SLO lines. A sweep's *main objective* is request
+goodput when any run sets an SLO (and goodput was recorded), else request throughput.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+SLO_KEYS: tuple[tuple[str, str, str], ...] = (
+    ("ttft_ms", "p99_ttft_ms", "p99 TTFT"),
+    ("tpot_ms", "p99_tpot_ms", "p99 TPOT"),
+    ("e2el_ms", "p99_e2el_ms", "p99 E2EL"),
+)
+"""(``slo:`` key, the summary column judged against it, its name in the report)."""
+THROUGHPUT = "request_throughput"
+GOODPUT = "request_goodput"
+RATE_AXES = ("workload.rate", "workload.arrival.rate")
+"""Axes that set the offered load in requests/s: a sweep over one of them has a knee."""
+DEPARTURE_FACTOR = 2.0
+"""p99 TTFT *departs* from its low-load level where it first exceeds this multiple of its value
+at the lowest rate of the sweep (the issue's "where p99 TTFT departs"; 2× is well above the
+run-to-run noise of an unsaturated engine and well below a queue's growth past saturation)."""
+
+
+def slo_column(key: str) -> str:
+    """The table column holding each run's ``slo.<key>`` (ms), e.g. ``slo_ttft_ms``."""
+    return f"slo_{key}"
+
+
+def has_slo(table: pd.DataFrame) -> bool:
+    """True when some run of the table sets an SLO."""
+    columns = [slo_column(key) for key, _, _ in SLO_KEYS if slo_column(key) in table.columns]
+    return bool(columns) and bool(table[columns].notna().to_numpy().any())
+
+
+def meets_slo(table: pd.DataFrame) -> pd.Series:
+    """Per row: True when the run sets at least one SLO and its p99 of each is within it.
+
+    A p99 that is missing (no finished request) fails the SLO it is judged against.
+    """
+    met = pd.Series(False, index=table.index)
+    any_set = pd.Series(False, index=table.index)
+    ok = pd.Series(True, index=table.index)
+    for key, metric, _ in SLO_KEYS:
+        column = slo_column(key)
+        if column not in table.columns:
+            continue
+        limit = table[column].astype("float64")
+        value = table[metric].astype("float64") if metric in table.columns else limit * np.nan
+        is_set = limit.notna()
+        any_set |= is_set
+        ok &= ~is_set | (value <= limit).fillna(False)
+    met[any_set & ok] = True
+    return met
+
+
+def objective(table: pd.DataFrame) -> str:
+    """The main objective's column: goodput when SLOs are set and goodput recorded."""
+    if has_slo(table) and GOODPUT in table.columns and table[GOODPUT].notna().any():
+        return GOODPUT
+    return THROUGHPUT
+
+
+def best_row(table: pd.DataFrame, metric: str) -> int | None:
+    """Index label of the row with the highest ``metric``; ties go to the lower p99 TTFT,
+    then to the earlier row. None when no row has a value."""
+    if metric not in table.columns:
+        return None
+    values = table[metric].astype("float64")
+    if values.isna().all():
+        return None
+    ttft = table.get("p99_ttft_ms", pd.Series(np.nan, index=table.index)).astype("float64")
+    order = pd.DataFrame({"v": -values, "t": ttft.fillna(np.inf), "i": range(len(table))},
+                         index=table.index).dropna(subset=["v"])  # fmt: skip
+    return order.sort_values(["v", "t", "i"], kind="stable").index[0]
+
+
+@dataclass(frozen=True)
+class Knee:
+    """The knee of one line of a rate sweep (x values in requests/s).
+
+    ``meets_up_to``: the highest rate such that every run at or below it meets the SLOs
+    (None without SLOs, or when the lowest rate already fails). ``departs_at``: the first rate
+    whose p99 TTFT exceeds :data:`DEPARTURE_FACTOR` × the lowest rate's (None if none does).
+    """
+
+    meets_up_to: float | None
+    departs_at: float | None
+
+
+def knee(rates: np.ndarray, rows: pd.DataFrame, judge_slo: bool) -> Knee:
+    """The knee of one line: ``rates[i]`` is the offered rate of ``rows``' i-th row."""
+    order = np.argsort(rates, kind="stable")
+    xs = rates[order]
+    meets_up_to = None
+    if judge_slo:
+        met = meets_slo(rows).to_numpy()[order]
+        failing = np.flatnonzero(~met)
+        last = (failing[0] if failing.size else len(xs)) - 1
+        meets_up_to = float(xs[last]) if last >= 0 else None
+    departs_at = None
+    if "p99_ttft_ms" in rows.columns and len(xs):
+        ttft = rows["p99_ttft_ms"].to_numpy(dtype=float, na_value=np.nan)[order]
+        above = np.flatnonzero(ttft > DEPARTURE_FACTOR * ttft[0]) if np.isfinite(ttft[0]) else []
+        departs_at = float(xs[above[0]]) if len(above) else None
+    return Knee(meets_up_to, departs_at)

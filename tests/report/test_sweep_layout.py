@@ -1,0 +1,123 @@
+"""Every shipped sweep's report, measured in headless Chromium at a 1280 px window.
+
+Each sweep file under ``configs/sweeps/`` is run shrunk (its own axes, a few dozen requests
+per run: :data:`SHRINK`) and its report opened in one browser session. On every page: no two
+text boxes of one SVG overlap (matplotlib writes each text as a ``<g id="…text_N">`` group of
+glyph paths, preceded by a comment holding the text; plain ``<text>`` elements count too),
+every text box lies inside its SVG, the document is no wider than the window and every table's
+box lies inside the page; no console error or network request.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from simkv.report.sweep_report import write_sweep_report
+from simkv.sweep.run import run_sweep
+from tests.conftest import ROOT
+from tests.report.devtools import TIMEOUT_S, DevToolsPipe, page_problems, require_chromium
+
+SWEEPS = sorted((ROOT / "configs" / "sweeps").glob("*.yaml"))
+SHRINK = ("workload.limit=24",)
+"""Overrides appended to every shipped sweep: enough requests for every chart, cheap runs."""
+TOLERANCE_PX = 0.5
+"""Boxes may touch or share this much (anti-aliasing), no more."""
+MEASURE_JS = r"""JSON.stringify((() => {
+  const root = document.documentElement;
+  const page = {scroll_width: root.scrollWidth, client_width: root.clientWidth};
+  const box = e => { const r = e.getBoundingClientRect();
+                     return [r.left, r.top, r.right, r.bottom]; };
+  const label = e => e.tagName.toLowerCase() === "text" ? e.textContent :
+    Array.from(e.childNodes).filter(n => n.nodeType === 8).map(n => n.data.trim()).join(" ");
+  page.tables = Array.from(document.querySelectorAll("table")).map(t => [t.id, ...box(t)]);
+  page.svgs = Array.from(document.querySelectorAll("svg")).map(svg => ({
+    id: (svg.closest("figure") || {id: "?"}).id, box: box(svg),
+    texts: Array.from(svg.querySelectorAll("text, g[id]"))
+      .filter(e => e.tagName.toLowerCase() === "text" || /(^|-)text_\d+$/.test(e.id))
+      .map(e => [label(e), ...box(e)])
+      .filter(([, l, t, r, b]) => r - l > 0 && b - t > 0),
+  }));
+  return page;
+})())"""
+
+
+def _shrunk(sweep: Path, folder: Path) -> Path:
+    """A copy of ``sweep`` in ``folder`` with an absolute base and :data:`SHRINK` appended."""
+    data = yaml.safe_load(sweep.read_text(encoding="utf-8"))
+    if isinstance(data["base"], str):
+        data["base"] = str((sweep.parent / data["base"]).resolve())
+    data["overrides"] = [*data.get("overrides", []), *SHRINK]
+    path = folder / sweep.name
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Sweep file stem → what the browser measured on its report."""
+    require_chromium()
+    work = tmp_path_factory.mktemp("sweeps")
+    pages = {}
+    for sweep in SWEEPS:
+        result = run_sweep(_shrunk(sweep, work), work / sweep.stem)
+        assert result.failed == 0, result.table["error"].dropna().tolist()
+        pages[sweep.stem] = write_sweep_report(result.out_dir)
+    profile = work / "profile"
+    profile.mkdir()
+    browser = DevToolsPipe(profile, deadline=time.monotonic() + TIMEOUT_S)
+    out = {}
+    try:
+        for stem, page in pages.items():
+            sid = browser.open_page(page.as_uri())
+            out[stem] = json.loads(browser.evaluate(sid, MEASURE_JS))
+            out[stem]["problems"] = page_problems(browser.events)
+    finally:
+        browser.close()
+    return out
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    width = min(a[2], b[2]) - max(a[0], b[0])
+    height = min(a[3], b[3]) - max(a[1], b[1])
+    return width > TOLERANCE_PX and height > TOLERANCE_PX
+
+
+def test_every_shipped_sweep_is_measured(measured: dict[str, dict[str, Any]]) -> None:
+    assert sorted(measured) == [sweep.stem for sweep in SWEEPS]
+    assert {"block_size_x_preemption", "gpu_memory", "prefix_cache", "rate",
+            "schedulers"} <= set(measured)  # fmt: skip
+    for stem, page in measured.items():
+        assert page["problems"] == [], stem
+        assert any(svg["texts"] for svg in page["svgs"]), f"{stem}: no text measured"
+
+
+@pytest.mark.parametrize("stem", [sweep.stem for sweep in SWEEPS])
+def test_no_text_overlaps(measured: dict[str, dict[str, Any]], stem: str) -> None:
+    clashes = []
+    for svg in measured[stem]["svgs"]:
+        for a, b in combinations(svg["texts"], 2):
+            if _overlap(a[1:], b[1:]):
+                clashes.append(f"{svg['id']}: {a[0]!r} overlaps {b[0]!r}")
+        left, top, right, bottom = svg["box"]
+        for text, *box in svg["texts"]:
+            inside = box[0] >= left - 1 and box[1] >= top - 1
+            if not (inside and box[2] <= right + 1 and box[3] <= bottom + 1):
+                clashes.append(f"{svg['id']}: {text!r} is cut off at the figure's edge")
+    assert clashes == [], f"{stem}: " + "; ".join(clashes[:12])
+
+
+@pytest.mark.parametrize("stem", [sweep.stem for sweep in SWEEPS])
+def test_nothing_wider_than_the_window(measured: dict[str, dict[str, Any]], stem: str) -> None:
+    page = measured[stem]
+    width = page["client_width"]
+    assert page["scroll_width"] <= width, f"{stem}: page {page['scroll_width']} px wide > {width}"
+    assert page["tables"], f"{stem}: no table"
+    for table_id, left, _, right, _ in page["tables"]:
+        assert left >= 0 and right <= width, f"{stem}: table {table_id} spans {left}–{right} px"
