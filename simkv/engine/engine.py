@@ -266,8 +266,8 @@ class Engine:
                 self.progress(rec.num_done, len(self._arrival_s))
 
     def _record(self, start: float, duration: float, plan: StepPlan) -> None:
-        self.recorder.step((
+        self.recorder.step(
             start, duration, plan.prefill_tokens, plan.decode_tokens, plan.num_seqs,
             plan.preempted, plan.swap_out_blocks, plan.swap_in_blocks, plan.copy_blocks,
-            plan.cache_hit_tokens, *self.scheduler.step_state(),
-        ))  # fmt: skip
+            plan.cache_hit_tokens, self.scheduler.step_state(),
+        )  # fmt: skip

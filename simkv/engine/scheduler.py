@@ -15,7 +15,7 @@ from simkv.engine.queues import WaitingQueue
 from simkv.engine.sequence import Seq, Status, record_done
 from simkv.kv.allocator import InvariantViolation
 from simkv.kv.waste import WasteBreakdown
-from simkv.metrics.recorder import Recorder
+from simkv.metrics.recorder import Recorder, StepState
 
 
 class KVMemory(Protocol):
@@ -37,7 +37,7 @@ class Scheduler(Protocol):
     def queue_lengths(self) -> tuple[int, int, int]: ...
     def breakdown(self) -> WasteBreakdown: ...
     def fork_state(self) -> tuple[int, int]: ...
-    def step_state(self) -> tuple[int, ...]: ...
+    def step_state(self) -> StepState: ...
     def lazy_decode(self, on: bool) -> None: ...
     def decode_run(self) -> DecodeLane | None: ...
     def complete_decode_run_step(self, plan: StepPlan, now: float) -> None: ...
@@ -210,8 +210,7 @@ class SchedulerBase:
         """(blocks held by forked multi-sequence requests, blocks they would hold unshared)."""
         return 0, 0
 
-    def step_state(self) -> tuple[int, ...]:
-        """What a step row records of the scheduler, in the recorder's
-        ``STEP_STATE_COLUMNS`` order: :meth:`queue_lengths`, the KV memory's ``memory_row``,
-        :meth:`fork_state`."""
-        return (*self.queue_lengths(), *self.kv.memory_row(), *self.fork_state())
+    def step_state(self) -> StepState:
+        """What a step row records of the scheduler: :meth:`queue_lengths`, the KV memory's
+        ``memory_row``, :meth:`fork_state`."""
+        return StepState._make((*self.queue_lengths(), *self.kv.memory_row(), *self.fork_state()))

@@ -19,6 +19,8 @@ from __future__ import annotations
 import struct
 from array import array
 from dataclasses import dataclass
+from inspect import signature
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -52,21 +54,31 @@ STEP_COLUMNS: tuple[str, ...] = (
     "fork_blocks_independent",
 )
 
-# a step row as recorded: the plan's values, then the scheduler's state (Scheduler.step_state)
-STEP_PLAN_COLUMNS: tuple[str, ...] = (
-    "time_s", "duration_s", "prefill_tokens", "decode_tokens", "batch_size", "preempted",
-    "swap_out_blocks", "swap_in_blocks", "copy_blocks", "cache_hit_tokens",
-)  # fmt: skip
-STEP_STATE_COLUMNS: tuple[str, ...] = (
-    "num_waiting", "num_running", "num_swapped", "blocks_used", "blocks_free", "token_slots",
-    "reserved_slots", "internal_frag_slots", "external_frag_slots", "free_slots",
-    "cpu_blocks_used", "cached_blocks", "shared_slots", "evictions", "fork_blocks",
-    "fork_blocks_independent",
-)  # fmt: skip
-_STEP_RECORDED = STEP_PLAN_COLUMNS + STEP_STATE_COLUMNS
-assert sorted(_STEP_RECORDED) == sorted(STEP_COLUMNS)
-_STEP_ROW = struct.Struct("<2d" + "q" * (len(STEP_COLUMNS) - 2))  # time_s, duration_s: floats
-_STEP_DTYPE = np.dtype([(name, "<f8" if k < 2 else "<i8") for k, name in enumerate(_STEP_RECORDED)])
+
+class StepState(NamedTuple):
+    """What a step row records of the scheduler after the step
+    (:meth:`~simkv.engine.scheduler.SchedulerBase.step_state`): its queues, then its KV
+    memory's ``memory_row``, then its forked groups."""
+
+    num_waiting: int
+    num_running: int
+    num_swapped: int
+    blocks_used: int  # (slots for contiguous memory)
+    blocks_free: int
+    token_slots: int
+    reserved_slots: int
+    internal_frag_slots: int
+    external_frag_slots: int
+    free_slots: int
+    cpu_blocks_used: int
+    cached_blocks: int
+    shared_slots: int
+    evictions: int
+    fork_blocks: int
+    fork_blocks_independent: int
+
+
+STEP_STATE_COLUMNS: tuple[str, ...] = StepState._fields
 
 
 @dataclass(frozen=True)
@@ -133,10 +145,17 @@ class Recorder:
         self._itl_s.append(gap_s)
         self._itl_count.append(count)
 
-    def step(self, row: tuple[float | int, ...]) -> None:
-        """One step's values, in :data:`STEP_PLAN_COLUMNS` then :data:`STEP_STATE_COLUMNS`
-        order (two floats, then ints); the frame has them in :data:`STEP_COLUMNS` order."""
-        self._steps += _STEP_ROW.pack(*row)
+    def step(
+        self, time_s: float, duration_s: float, prefill_tokens: int, decode_tokens: int,
+        batch_size: int, preempted: int, swap_out_blocks: int, swap_in_blocks: int,
+        copy_blocks: int, cache_hit_tokens: int, state: StepState,
+    ) -> None:  # fmt: skip
+        """One engine step: what it ran (the plan's counts) and the scheduler's state after
+        it. (The frame has the columns in :data:`STEP_COLUMNS` order.)"""
+        self._steps += _STEP_ROW.pack(
+            time_s, duration_s, prefill_tokens, decode_tokens, batch_size, preempted,
+            swap_out_blocks, swap_in_blocks, copy_blocks, cache_hit_tokens, *state,
+        )  # fmt: skip
 
     @property
     def done_ids(self) -> array:
@@ -189,6 +208,14 @@ class Recorder:
         )
         return RunFrames(requests=requests, steps=steps, itl=itl)
 
+
+# a step row as recorded: Recorder.step's own parameters (the plan's counts), then StepState
+STEP_PLAN_COLUMNS: tuple[str, ...] = tuple(signature(Recorder.step).parameters)[1:-1]
+_STEP_RECORDED = STEP_PLAN_COLUMNS + STEP_STATE_COLUMNS
+if sorted(_STEP_RECORDED) != sorted(STEP_COLUMNS):
+    raise ImportError("Recorder.step and StepState must name every step column once")
+_STEP_ROW = struct.Struct("<2d" + "q" * (len(STEP_COLUMNS) - 2))  # time_s, duration_s: floats
+_STEP_DTYPE = np.dtype([(name, "<f8" if k < 2 else "<i8") for k, name in enumerate(_STEP_RECORDED)])
 
 _CHUNK_ROWS = 1 << 12  # rows copied per pass: under a MB, in cache for every field
 

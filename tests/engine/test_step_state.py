@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from simkv.engine.paged_kv import PagedKV
-from simkv.metrics.recorder import STEP_STATE_COLUMNS
+from simkv.metrics.recorder import STEP_STATE_COLUMNS, StepState
 from simkv.runner import build_engine
 from tests.engine.test_fastforward import _config
 
@@ -28,7 +28,7 @@ def test_step_rows_match_the_parts(
     checked: list[int] = []
     one_call = sched.step_state
 
-    def checking() -> tuple[int, ...]:  # what every step row records, checked
+    def checking() -> StepState:  # what every step row records, checked
         state = dict(zip(STEP_STATE_COLUMNS, one_call(), strict=True))
         waste = sched.breakdown()  # checked: every category >= 0
         assert (state["num_waiting"], state["num_running"], state["num_swapped"]) == (
@@ -49,7 +49,7 @@ def test_step_rows_match_the_parts(
             assert state["evictions"] == kv.cache.evictions
         assert (state["fork_blocks"], state["fork_blocks_independent"]) == sched.fork_state()
         checked.append(1)
-        return tuple(state.values())
+        return StepState(**state)
 
     monkeypatch.setattr(sched, "step_state", checking)
     engine.run()
