@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from simkv.engine.plan import StepPlan
 from simkv.kv.allocator import InvariantViolation
 from simkv.kv.block_table import SequenceTable, fork_sequence
+from simkv.kv.waste import unwritten_slots
 
 if TYPE_CHECKING:
     from simkv.engine.paged_kv import PagedKV
@@ -138,7 +139,7 @@ def group_sums(
             dup += (count - 1) * filled
     internal = 0
     for block in trailing:
-        internal += max(0, (first_index[block] + 1) * block_size - final_kv_tokens)
+        internal += unwritten_slots(first_index[block] + 1, block_size, final_kv_tokens)
     return n * num_computed, internal, dup
 
 

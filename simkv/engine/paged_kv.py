@@ -31,7 +31,7 @@ from simkv.engine.sequence import Seq, Status
 from simkv.kv.allocator import BlockAllocator, BlockId, InvariantViolation, ReuseOrder
 from simkv.kv.prefix_cache import HashPrefixCache, RadixPrefixCache
 from simkv.kv.swap import AllocStatus, SwapPool
-from simkv.kv.waste import WasteBreakdown
+from simkv.kv.waste import WasteBreakdown, unwritten_slots
 from simkv.workload.content import UniqueKeys
 
 PrefixCaching = str  # "none" | "hash" | "radix"
@@ -67,7 +67,7 @@ class PagedKV:
         self.fork_dup_tokens = 0
 
     def _internal(self, seq: Seq) -> int:
-        return max(0, len(seq.table.block_ids) * self.block_size - seq.final_kv_tokens)
+        return unwritten_slots(len(seq.table.block_ids), self.block_size, seq.final_kv_tokens)
 
     def blocks_to_allocate(self, seq: Seq, num_new: int) -> int:
         """New GPU blocks that scheduling ``num_new`` more tokens of ``seq`` needs."""
@@ -99,10 +99,11 @@ class PagedKV:
         if grow > gpu.free_blocks:
             return False
         if grow > 0:
-            final = seq.final_kv_tokens
-            before = len(ids) * bs - final
+            final, before = seq.final_kv_tokens, len(ids)
             ids.extend(gpu.alloc_many(grow))
-            self.internal_slots += max(0, len(ids) * bs - final) - max(0, before)
+            self.internal_slots += unwritten_slots(len(ids), bs, final) - unwritten_slots(
+                before, bs, final
+            )
         table.length = length + num_new
         return True
 
@@ -114,8 +115,10 @@ class PagedKV:
         for seq, block in zip(seqs, blocks, strict=True):
             ids = seq.table.block_ids
             ids.append(block)
-            over = len(ids) * bs - seq.final_kv_tokens  # slots past the final length, if > 0
-            if over > 0:  # the new block adds min(over, bs) of them
+            # unwritten_slots(n) - unwritten_slots(n - 1) for n blocks, inline (hot path): the
+            # new block adds min(over, bs) slots past the final length when over > 0
+            over = len(ids) * bs - seq.final_kv_tokens
+            if over > 0:
                 final_internal += over if over < bs else bs
         self.internal_slots += final_internal
 

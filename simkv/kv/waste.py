@@ -147,3 +147,9 @@ def paged_breakdown(
         external_frag_slots=0,
         free_slots=free_blocks * block_size,
     )
+
+
+def unwritten_slots(num_blocks: int, block_size: int, final_kv_tokens: int) -> int:
+    """Slots of ``num_blocks`` blocks past a request's final length: never written (the
+    internal fragmentation the request will leave in them)."""
+    return max(0, num_blocks * block_size - final_kv_tokens)
