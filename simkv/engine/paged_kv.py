@@ -101,9 +101,10 @@ class PagedKV:
         if grow > 0:
             final, before = seq.final_kv_tokens, len(ids)
             ids.extend(gpu.alloc_many(grow))
-            self.internal_slots += unwritten_slots(len(ids), bs, final) - unwritten_slots(
-                before, bs, final
-            )
+            if len(ids) * bs > final:  # (else no slot of these blocks stays unwritten)
+                self.internal_slots += unwritten_slots(len(ids), bs, final) - unwritten_slots(
+                    before, bs, final
+                )
         table.length = length + num_new
         return True
 
@@ -301,9 +302,10 @@ class PagedKV:
         """What a step row records of the memory, in the recorder's ``STEP_MEMORY_COLUMNS``
         order: GPU blocks used and free, :meth:`slots`, CPU blocks used, cached blocks,
         slots saved by sharing, evictions so far."""
-        gpu, cache = self.gpu, self.cache
+        gpu, cache, swap = self.gpu, self.cache, self.swap
         return (
-            gpu.used_blocks, gpu.free_blocks, *self.slots(), self.cpu_blocks_used,
+            gpu.used_blocks, gpu.free_blocks, *self.slots(),
+            0 if swap is None else swap.used_blocks,
             0 if cache is None else cache.cached_blocks, self.shared_tokens,
             0 if cache is None else cache.evictions,
         )  # fmt: skip

@@ -75,10 +75,12 @@ def build_scheduler(cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> Sch
 
 
 def paged_memory(cfg: SimConfig, sizing: KVSizing) -> PagedKV:
-    """A paged scheduler's KV memory: the block pool, CPU swap pool and prefix cache."""
+    """A paged scheduler's KV memory: the block pool, the prefix cache and, for a policy
+    that swaps (its traits), the CPU swap pool."""
+    swaps = cfg.scheduler.traits.swap
     return PagedKV(
         sizing.num_blocks, sizing.block_size, reuse=cfg.kv_cache.reuse,
-        swap_blocks=sizing.swap_blocks, block_bytes=sizing.block_bytes,
+        swap_blocks=sizing.swap_blocks if swaps else 0, block_bytes=sizing.block_bytes,
         prefix_caching=cfg.kv_cache.prefix_caching or "none",
     )  # fmt: skip
 

@@ -17,6 +17,9 @@ from simkv.kv.allocator import InvariantViolation
 from simkv.kv.waste import WasteBreakdown
 from simkv.metrics.recorder import Recorder, StepState
 
+_new_tuple = tuple.__new__
+_NO_FORKS = (0, 0)  # fork_state of a policy without multi-sequence requests
+
 
 class KVMemory(Protocol):
     """What the shared bookkeeping needs from a KV memory (paged or contiguous)."""
@@ -147,7 +150,7 @@ class SchedulerBase:
         """The lane, when the next steps can only be its members' decodes (every running
         request is a member and nothing waits; subclasses add their own conditions)."""
         lane = self.lane
-        if lane is None or not lane.alone(self.running, len(self.waiting)):
+        if lane is None or not lane.size or lane.size != len(self.running) or self.waiting:
             return None
         return lane
 
@@ -213,4 +216,6 @@ class SchedulerBase:
     def step_state(self) -> StepState:
         """What a step row records of the scheduler: :meth:`queue_lengths`, the KV memory's
         ``memory_row``, :meth:`fork_state`."""
-        return StepState._make((*self.queue_lengths(), *self.kv.memory_row(), *self.fork_state()))
+        forks = self.fork_state() if self.supports_forks else _NO_FORKS
+        state = (*self.queue_lengths(), *self.kv.memory_row(), *forks)
+        return _new_tuple(StepState, state)  # StepState._make without its Python-level call

@@ -131,13 +131,10 @@ def record_done(recorder: Recorder, seq: Seq) -> None:
     """Hand a request that left the system (finished, rejected or aborted) to the recorder."""
     group = seq.group
     generated = seq.num_output if group is None else group.generated_tokens(seq.num_output)
-    recorder.request_done(
-        req_id=seq.req_id, arrival_s=seq.arrival_s, first_scheduled_s=seq.first_scheduled_s,
-        first_token_s=seq.first_token_s, finish_s=seq.finish_s,
-        prompt_tokens=seq.prompt_tokens, output_tokens=seq.output_tokens,
-        generated_tokens=generated,
-        num_seqs=1 if group is None else group.n, truncated=seq.truncated, priority=seq.priority,
-        preemptions=seq.preemptions, swaps=seq.swaps, swapped_bytes=seq.swapped_bytes,
-        recomputed_tokens=seq.recomputed_tokens, prefix_hit_tokens=seq.prefix_hit_tokens or 0,
-        cache_hit_tokens=seq.cache_hit_tokens, status=_STATUS_TEXT[seq.status], reason=seq.reason,
+    recorder.request_done(  # in request_done's parameter order (positional: no kwargs cost)
+        seq.req_id, seq.arrival_s, seq.first_scheduled_s, seq.first_token_s, seq.finish_s,
+        seq.prompt_tokens, seq.output_tokens, generated, 1 if group is None else group.n,
+        seq.truncated, seq.priority, seq.preemptions, seq.swaps, seq.swapped_bytes,
+        seq.recomputed_tokens, seq.prefix_hit_tokens or 0, seq.cache_hit_tokens,
+        _STATUS_TEXT[seq.status], seq.reason,
     )  # fmt: skip

@@ -118,7 +118,7 @@ class Recorder:
         self._itl_count = array("q")
 
     def request_done(
-        self, *, req_id: int, arrival_s: float, first_scheduled_s: float | None,
+        self, req_id: int, arrival_s: float, first_scheduled_s: float | None,
         first_token_s: float | None, finish_s: float | None, prompt_tokens: int,
         output_tokens: int, generated_tokens: int, num_seqs: int, truncated: bool,
         priority: int, preemptions: int, swaps: int, swapped_bytes: int,

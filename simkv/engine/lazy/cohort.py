@@ -187,7 +187,7 @@ class DecodeCohort:
         self.size -= 1
 
     def take_blocks(
-        self, running: list[Seq], preempt_last: Callable[[], Seq] | None = None
+        self, running: list[Seq] | None = None, preempt_last: Callable[[], Seq] | None = None
     ) -> bool:
         """Give each member at a block boundary its block for the next step, in running order.
 
@@ -217,7 +217,7 @@ class DecodeCohort:
                 else:
                     later.extend(again)
             return True
-        if preempt_last is None:
+        if preempt_last is None or running is None:
             self._alloc[tick] = due
             return False
         self._take_blocks_short(due, nxt, running, preempt_last)

@@ -2,7 +2,7 @@
 
 Most engine steps of a loaded server are alike: the same running requests each decode one token
 into their own blocks. A :class:`DecodeLane` advances such requests as one *cohort* (the exact
-lazy state is :class:`~simkv.engine.lazy.cohort.DecodeCohort`), so a step costs work only for
+lazy state is :class:`~simkv.engine.lazy.self.DecodeCohort`), so a step costs work only for
 the requests with an event in it (a new block, a filled block, a last token), not one Python
 pass per running request. Frames and summaries are identical with and without the lane
 (``tests/engine/test_fastforward.py``); checked runs keep it on (:meth:`sync` before checks).
@@ -41,7 +41,7 @@ never picks a victim among members except through :meth:`plan_members`'s ``preem
    cache. Then :meth:`extend`.
 
 *The engine's decode runs.* When every running request is a member and nothing else can
-happen (:meth:`alone`, plus the scheduler's own conditions in its ``decode_run``), the engine
+happen (the scheduler's ``decode_run`` says so), the engine
 steps the lane without the scheduler: :meth:`steps_before_finish`, :meth:`plan_alone` and
 :meth:`take_blocks_alone` per step, then the scheduler's ``complete_decode_run_step``, which
 calls :meth:`complete_alone_step`.
@@ -56,7 +56,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simkv.engine.lazy.cohort import DecodeCohort
-from simkv.engine.paged_kv import PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.sequence import Seq
 from simkv.kv.allocator import InvariantViolation
@@ -64,29 +63,13 @@ from simkv.kv.allocator import InvariantViolation
 TokensFor = Callable[[Seq, int], int]  # (running request, budget left) → tokens it would take
 
 
-class DecodeLane:
-    """The lazily advanced decoding prefix of a paged scheduler's running list."""
+class DecodeLane(DecodeCohort):
+    """The lazily advanced decoding prefix of a paged scheduler's running list: the exact
+    lazy state (:class:`DecodeCohort`: ``size``, ``tick``, ``last_s`` …) plus the calls the
+    schedulers and the engine make (the contract above). Only the calls below are for code
+    outside this package."""
 
-    __slots__ = ("_cohort", "kv")
-
-    def __init__(self, kv: PagedKV) -> None:
-        self.kv = kv
-        self._cohort = DecodeCohort(kv)
-
-    @property
-    def size(self) -> int:
-        """Members: ``running[:size]``."""
-        return self._cohort.size
-
-    @property
-    def tick(self) -> int:
-        """Lane steps taken so far."""
-        return self._cohort.tick
-
-    @property
-    def last_s(self) -> float:
-        """When every member sampled its last token."""
-        return self._cohort.last_s
+    __slots__ = ()
 
     # -- the scheduler's step ------------------------------------------------------------------
     def plan_members(
@@ -99,25 +82,23 @@ class DecodeLane:
     ) -> int:
         """Put the members' decodes first in ``plan`` (contract, step 1); returns how many
         decode (0 when the lane flushed: every member is an ordinary running request again)."""
-        cohort = self._cohort
-        if not cohort.size:
+        if not self.size:
             return 0
-        if fits and cohort.take_blocks(running, preempt_last):
-            plan.add_members(cohort.size, cohort.context)
-            return cohort.size
-        cohort.flush(running)
+        if fits and self.take_blocks(running, preempt_last):
+            plan.add_members(self.size, self.context)
+            return self.size
+        self.flush(running)
         return 0
 
     def others_fit(self, running: list[Seq], budget: int, tokens_for: TokensFor) -> bool:
         """Whether the members and then every other running request (taking
         ``tokens_for(seq, budget left)`` tokens each) fit the token ``budget`` and the free
         blocks, so that no member can become a victim in this step."""
-        cohort = self._cohort
-        if cohort.size > budget:
+        if self.size > budget:
             return False
-        budget -= cohort.size
-        need, kv = cohort.blocks_due(), self.kv
-        for seq in running[cohort.size :]:
+        budget -= self.size
+        need, kv = self.blocks_due(), self.kv
+        for seq in running[self.size :]:
             need += kv.blocks_to_allocate(seq, tokens_for(seq, budget))
         return need <= kv.gpu.free_blocks
 
@@ -130,60 +111,48 @@ class DecodeLane:
         their last token: they have left the lane). Members that decoded after a stall are
         counted in ``stalled`` (previous-token time → requests); members that filled a block
         are appended to ``filled``."""
-        cohort = self._cohort
-        size = cohort.size
+        size = self.size
         contiguous = 0
-        if cohort.last_s == prev_end_s:
+        if self.last_s == prev_end_s:
             contiguous = size
         else:
-            stalled[cohort.last_s] = size
-        ended, full = cohort.advance(now)
+            stalled[self.last_s] = size
+        ended, full = self.advance(now)
         filled.extend(full)
         return contiguous, ended
 
     def extend(self, running: list[Seq]) -> None:
         """Let the running requests after the members join while they can (in order)."""
-        cohort, k = self._cohort, self._cohort.size
-        while k < len(running) and cohort.can_join(running[k]):
-            cohort.join(running[k])
+        k = self.size
+        while k < len(running) and self.can_join(running[k]):
+            self.join(running[k])
             k += 1
 
     def sync(self, running: list[Seq]) -> None:
         """Bring every member's counters up to date; they stay members (for checks)."""
-        touch = self._cohort.touch
-        for seq in running[: self._cohort.size]:
+        touch = self.touch
+        for seq in running[: self.size]:
             touch(seq)
 
-    def flush(self, running: list[Seq]) -> None:
-        """Bring every member up to date and dissolve the lane (they may rejoin later)."""
-        self._cohort.flush(running)
-
     # -- the engine's decode runs ----------------------------------------------------------------
-    def alone(self, running: list[Seq], waiting: int) -> bool:
-        """Whether only the members can run next: all running requests are members and
-        ``waiting`` (requests waiting for admission) is 0."""
-        size = self._cohort.size
-        return bool(size) and size == len(running) and not waiting
-
     def steps_before_finish(self) -> int:
         """Lane steps that can run before the one in which a member samples its last token."""
-        return self._cohort.next_finish() - self._cohort.tick - 1
+        return self.next_finish() - self.tick - 1
 
     def plan_alone(self, plan: StepPlan) -> None:
         """Make ``plan`` (reused from step to step) the next decode-run step's."""
-        cohort = self._cohort
         plan.cohort = plan.decode_tokens = plan.kv_read_tokens = 0
-        plan.add_members(cohort.size, cohort.context)
+        plan.add_members(self.size, self.context)
 
-    def take_blocks_alone(self) -> bool:
-        """Give the members at a block boundary their blocks; False (nothing changed) when
-        too few are free (the decode run ends and the scheduler takes the step)."""
-        return self._cohort.take_blocks([])
+    # give the members at a block boundary their blocks; False (nothing changed) when too few
+    # are free (the decode run ends and the scheduler takes the step): take_blocks without a
+    # victim callback (an alias, not a wrapper: one call per decode-run step)
+    take_blocks_alone = DecodeCohort.take_blocks
 
     def complete_alone_step(self, now: float) -> list[Seq]:
         """The members decoded in a decode-run step that ended at ``now``; none sampled its
         last token (:meth:`steps_before_finish`). Returns the members that filled a block."""
-        ended, filled = self._cohort.advance(now)
+        ended, filled = self.advance(now)
         if ended:
             raise InvariantViolation("a decode run ends before its first finish")
         return filled
