@@ -57,7 +57,7 @@ WASTE_COLORS: tuple[str, ...] = ("tab:blue", "tab:orange", "tab:red", "tab:purpl
 TIME_LABEL = "simulated time (s)"
 _ID_REFS = re.compile(r'(\bid="|href="#|url\(#)')
 _PATH_DATA = re.compile(r' d="([^"]*)"')
-_FINE_DECIMALS = re.compile(r"(\.\d\d)\d+")
+_FINE_DECIMALS = re.compile(r"(?<=\.\d\d)\d+")  # digits past the second decimal
 _METADATA_KEYS = ("Date", "Creator", "Format", "Type")  # all dropped: no date, no version
 _RATES = (
     "prefill_tokens", "decode_tokens", "preempted", "swap_out_blocks", "swap_in_blocks",
@@ -147,7 +147,7 @@ def svg_of(fig: Figure, fig_id: str) -> str:
 
 
 def _two_decimals(match: re.Match[str]) -> str:
-    return ' d="' + _FINE_DECIMALS.sub(r"\1", match.group(1)) + '"'
+    return ' d="' + _FINE_DECIMALS.sub("", match.group(1)) + '"'
 
 
 def step_edges(binned: pd.DataFrame) -> np.ndarray:

@@ -11,6 +11,8 @@ id="…text_N">`` group (with the text in a comment), so the boxes measured are 
 from __future__ import annotations
 
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -62,25 +64,28 @@ OVERFLOWS_JS = """JSON.stringify((() => {
 
 
 def _shrunk(path: Path) -> list[str]:
-    """Overrides keeping a few hundred requests of the config's workload (about 1 s a run)."""
+    """Overrides keeping a couple of hundred requests of the config's workload."""
     text = path.read_text()
     if "num_sessions" in text:
-        return ["workload.num_sessions=60"]
+        return ["workload.num_sessions=40"]
     if "num_requests" in text:
-        return ["workload.num_requests=300"]
-    return ["workload.limit=300"]
+        return ["workload.num_requests=200"]
+    return ["workload.limit=200"]
+
+
+def _run_and_report(path: Path, out: Path) -> Path:
+    write_run(simulate(load_config(path, _shrunk(path)), path.parent), out)
+    return write_run_report(out)
 
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """The run report of every shipped config, then a comparison of the first two runs."""
+    """The run report of every shipped config, then a comparison of the first two runs (the
+    runs are simulated and reported two at a time: forked workers, results in config order)."""
     root = tmp_path_factory.mktemp("layout")
-    run_dirs = []
-    for path in CONFIGS:
-        out = root / f"{path.parent.name}-{path.stem}"
-        write_run(simulate(load_config(path, _shrunk(path)), path.parent), out)
-        write_run_report(out)
-        run_dirs.append(out)
+    run_dirs = [root / f"{path.parent.name}-{path.stem}" for path in CONFIGS]
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        list(pool.map(_run_and_report, CONFIGS, run_dirs))
     compare = root / "compare.html"
     compare.write_text(render_comparison_report(run_dirs[:2]), encoding="utf-8")
     return [run_dir / "report.html" for run_dir in run_dirs] + [compare]
