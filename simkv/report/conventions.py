@@ -4,7 +4,7 @@
    the unit its label names, never scaled by a hidden ``1e6`` offset.
 2. **Short tick labels, few ticks**: :func:`tidy_axes` gives every axis at most
    :data:`MAX_TICKS` major ticks (a ``MaxNLocator``, or decades on a log axis, no minor labels)
-   labelled by :func:`compact_number` (at most 5 characters: ``950``, ``1.2k``, ``15k``,
+   labelled by :func:`compact_number` (at most 6 characters: ``950``, ``1.2k``, ``15k``,
    ``1.5M``). With a figure at least :data:`MIN_PANEL_WIDTH_IN` wide per panel and the report
    font, neighbouring labels cannot touch; :func:`text_overlaps` checks it (the tests call it
    on every figure, and the browser tests measure the page).
@@ -64,8 +64,8 @@ def format_ms(value: float | None) -> str:
 
 
 def compact_number(value: float) -> str:
-    """A tick label of at most 5 characters: ``0``, ``0.05``, ``2.5``, ``950``, ``1.2k``,
-    ``15k``, ``1.5M``; 3 significant digits at most, no trailing zeros."""
+    """A tick label of at most 6 characters: ``0``, ``0.05``, ``0.125``, ``2.5``, ``950``,
+    ``1.2k``, ``15k``, ``1.5M``; 3 significant digits at most, no trailing zeros."""
     if value == 0 or not np.isfinite(value):
         return "0" if value == 0 else ""
     size = abs(value)
@@ -77,7 +77,9 @@ def compact_number(value: float) -> str:
 
 def _short(value: float) -> str:
     size = abs(value)
-    digits = 0 if size >= 100 else 1 if size >= 10 else 2 if size >= 0.1 else 3
+    if size < 1:
+        return f"{value:.3g}"
+    digits = 0 if size >= 100 else 1 if size >= 10 else 2
     text = f"{value:.{digits}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
 
@@ -145,7 +147,9 @@ def text_overlaps(fig: Figure) -> list[tuple[str, str]]:
     """Pairs of visible, non-empty texts of ``fig`` whose boxes intersect (draws the figure).
 
     A check for tests: figures built by the conventions above give none."""
-    renderer = fig.canvas.get_renderer()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw(renderer)
     boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in _texts(fig)]
     found = []

@@ -165,20 +165,24 @@ def compare_time_figure(
         def draw(ax: Axes) -> None:
             for (name, binned, requests), color in zip(drawn, colors, strict=True):
                 edges = fg.step_edges(binned)
-                label = fg.short_name(name)
+                # runs are named in the first panel's legend only: same colours below
+                label = fg.short_name(name) if column == first else None
                 if column is not None:
                     fg.stairs(ax, binned[column], edges, color=color, label=label, lw=1.0)
                     continue
                 load = offered_load(requests, edges)
-                fg.stairs(ax, load["finished"], edges, color=color, label=label, lw=1.0)
-                fg.stairs(ax, load["arrived"], edges, color=color, linestyle="--", lw=0.8,
-                          label=f"{label}: arriving")  # fmt: skip
+                fg.stairs(ax, load["finished"], edges, color=color, lw=1.0)
+                fg.stairs(ax, load["arrived"], edges, color=color, linestyle="--", lw=0.8)
+            if column is None:
+                ax.plot([], [], color="0.3", lw=1.0, label="finishing")
+                ax.plot([], [], color="0.3", lw=0.8, linestyle="--", label="arriving")
 
         return draw
 
+    first = "decode_tokens_per_s"
     return cv.Drawn(stack([
-        (cv.axis_label("decode", "tokens/s"), each("decode_tokens_per_s")),
-        (cv.axis_label("finished", "req/s"), each(None)),
+        (cv.axis_label("decode", "tokens/s"), each(first)),
+        (cv.axis_label("requests", "req/s"), each(None)),
         (cv.axis_label("waiting", "requests"), each("num_waiting")),
         (cv.axis_label("running", "requests"), each("num_running")),
     ]))  # fmt: skip

@@ -1,7 +1,7 @@
 """Report layout measured in a real browser: for the run report of every shipped config (shrunk
-to a few hundred requests) and for a comparison report, laid out at a typical 1280 px window,
-no two texts of a figure overlap (tick labels, axis labels, titles, legends, notes) and nothing
-is wider than the page.
+to a couple of hundred requests) and for a comparison report, laid out at a typical 1280 px
+window, no two texts of a figure overlap (tick labels, axis labels, titles, legends, notes), no
+text is cut by its figure's edge, and nothing is wider than the page.
 
 Figures are inline SVG with text drawn as paths; matplotlib puts each text in a ``<g
 id="…text_N">`` group (with the text in a comment), so the boxes measured are those groups'
@@ -33,19 +33,22 @@ MIN_OVERLAP_PX = 1.0
 """Two text boxes overlap when they share more than this in both directions (anti-aliasing
 lets neighbours touch)."""
 
-# every pair of text groups of one SVG whose boxes intersect, with the texts drawn
+# every text box of an SVG reaching past its edge, and every pair of text boxes that intersect
 OVERLAPS_JS = """JSON.stringify(Array.from(document.querySelectorAll("figure svg")).flatMap(svg => {
   const said = g => Array.from(g.childNodes).filter(n => n.nodeType === 8)
     .map(n => n.textContent.trim()).join(" ");
   const boxes = Array.from(svg.querySelectorAll('g[id*="-text_"]'))
     .map(g => [said(g) || g.id, g.getBoundingClientRect()])
     .filter(([, r]) => r.width > 0 && r.height > 0);
-  const hits = [];
+  const hits = [], edge = svg.getBoundingClientRect(), fig = svg.closest("figure").id;
+  for (const [a, r] of boxes) if (r.left < edge.left - MIN_PX || r.right > edge.right + MIN_PX
+      || r.top < edge.top - MIN_PX || r.bottom > edge.bottom + MIN_PX) hits.push(fig + ": " + a
+      + " cut by the figure's edge");
   for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
     const [a, r] = boxes[i], [b, s] = boxes[j];
     const w = Math.min(r.right, s.right) - Math.max(r.left, s.left);
     const h = Math.min(r.bottom, s.bottom) - Math.max(r.top, s.top);
-    if (w > MIN_PX && h > MIN_PX) hits.push(svg.closest("figure").id + ": " + a + " / " + b);
+    if (w > MIN_PX && h > MIN_PX) hits.push(fig + ": " + a + " / " + b);
   }
   return hits;
 }))""".replace("MIN_PX", str(MIN_OVERLAP_PX))

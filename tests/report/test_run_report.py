@@ -120,7 +120,7 @@ def test_every_figure_has_an_id_an_svg_and_a_caption(page: str) -> None:
     assert list(outline.figures) == FIGURE_IDS
     assert re.search(r'<p class="left-out" id="fig-prefix-cache-left-out"><b>Prefix cache:</b> '
                      r"no prefix-cache hits in this run", page)  # fmt: skip
-    assert "<p class=\"left-out\">no swapping in this run</p>" in page  # vllm_v1 never swaps
+    assert '<p class="left-out">no swapping in this run</p>' in page  # vllm_v1 never swaps
     assert "preemptions (cumulative)" in page  # B was preempted: that panel is drawn
     for tags in outline.figures.values():
         assert {"svg", "figcaption"} <= tags
