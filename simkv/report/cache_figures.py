@@ -48,7 +48,7 @@ def prefix_cache_figure(binned: pd.DataFrame, requests: pd.DataFrame, block_size
                   label="holding cached content\n(in use or free)")  # fmt: skip
         fg.stairs(ax, binned["blocks_used"], edges, linewidth=0.8, color="0.5", label="in use")
         if shared.any():
-            fg.stairs(ax, shared, edges, linewidth=1.0, label="shared by requests")
+            fg.stairs(ax, shared, edges, linewidth=1.0, label="saved by sharing\n(copies not made)")
 
     def saved(ax: Axes) -> None:
         x = np.r_[edges[0], binned["end_s"].to_numpy()]

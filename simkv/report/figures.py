@@ -55,7 +55,7 @@ WASTE_COLORS: tuple[str, ...] = ("tab:blue", "tab:orange", "tab:red", "tab:purpl
 """Colours of :data:`simkv.kv.waste.CATEGORIES`, as in the waste-study figures."""
 
 TIME_LABEL = "simulated time (s)"
-_ID_REFS = re.compile(r'(\bid="|href="#|url\(#)')
+_ID_REFS = (' id="', 'href="#', "url(#")  # where matplotlib writes and references ids
 _PATH_DATA = re.compile(r' d="([^"]*)"')
 _FINE_DECIMALS = re.compile(r"(?<=\.\d\d)\d+")  # digits past the second decimal
 _METADATA_KEYS = ("Date", "Creator", "Format", "Type")  # all dropped: no date, no version
@@ -143,7 +143,9 @@ def svg_of(fig: Figure, fig_id: str) -> str:
     text = text[text.index("<svg") :]
     # path coordinates are in points: two decimals are far below a pixel and halve the bytes
     text = _PATH_DATA.sub(_two_decimals, text)
-    return _ID_REFS.sub(lambda m: f"{m.group(1)}{fig_id}-", text).rstrip() + "\n"
+    for ref in _ID_REFS:  # plain replaces: one C pass each, no Python call per id
+        text = text.replace(ref, f"{ref}{fig_id}-")
+    return text.rstrip() + "\n"
 
 
 def _two_decimals(match: re.Match[str]) -> str:

@@ -39,7 +39,8 @@ def stack(panels: Sequence[tuple[str, Panel]], *, legend: bool = True) -> Figure
         if ax.get_legend_handles_labels()[0]:
             cv.legend_beside(ax)
     axes[-1].set_xlabel(fg.TIME_LABEL)
-    axes[-1].margins(x=0)
+    # the time axis spans the data exactly (shared axes would pad it otherwise)
+    axes[-1].set_xlim(min(ax.dataLim.x0 for ax in axes), max(ax.dataLim.x1 for ax in axes))
     return fig
 
 
