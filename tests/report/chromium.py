@@ -196,3 +196,27 @@ def page_problems(events: list[dict[str, Any]]) -> list[str]:
             if not url.startswith(("file:", "data:", "about:")):
                 found.append(f"network request: {url}")
     return found
+
+
+def main(argv: list[str]) -> None:
+    """``python -m tests.report.chromium PAGE PNG [HEIGHT]``: the top ``HEIGHT`` CSS px (default
+    1700) of PAGE at the :data:`WINDOW` width, scaled to 3/4 (the README's screenshot)."""
+    import io
+    import tempfile
+
+    from PIL import Image
+
+    page, png = Path(argv[0]).resolve(), Path(argv[1])
+    height = int(argv[2]) if len(argv) > 2 else 1700
+    with tempfile.TemporaryDirectory() as profile, chromium_tab(Path(profile), 60.0) as tab:
+        tab.open(page)
+        image = Image.open(io.BytesIO(tab.screenshot(full_page=True))).convert("RGB")
+    top = image.crop((0, 0, WINDOW[0], min(height, image.height)))
+    size = (top.width * 3 // 4, top.height * 3 // 4)
+    top.resize(size, Image.Resampling.LANCZOS).save(png, optimize=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
