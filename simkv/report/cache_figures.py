@@ -27,6 +27,18 @@ def hit_split(requests: pd.DataFrame) -> tuple[int, int]:
     return first, int(requests["cache_hit_tokens"].sum()) - first
 
 
+def _saved_over_time(
+    binned: pd.DataFrame, requests: pd.DataFrame, edges: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative hit tokens at each bin's end: at first admissions (placed at the request's
+    ``first_scheduled_s``), and the rest of the steps' hits (re-hits after preemption)."""
+    admitted = requests[requests["first_scheduled_s"].notna()]
+    at_first = fg.per_bin(admitted["first_scheduled_s"].to_numpy(),
+                          admitted["prefix_hit_tokens"].to_numpy(np.float64), edges)  # fmt: skip
+    first_cum = np.cumsum(at_first)
+    return first_cum, np.maximum(np.cumsum(binned["cache_hit_tokens"].to_numpy()) - first_cum, 0)
+
+
 def prefix_cache_figure(binned: pd.DataFrame, requests: pd.DataFrame, block_size: int) -> cv.Drawn:
     """Blocks holding cached content, cumulative prefill tokens saved (shared prefixes vs
     re-hits after preemption) and cumulative evictions; nothing when nothing was ever hit."""
@@ -35,11 +47,7 @@ def prefix_cache_figure(binned: pd.DataFrame, requests: pd.DataFrame, block_size
         return cv.Drawn(None, ("no prefix-cache hits in this run: no request found a cached "
                                "prefix (figure left out)",))  # fmt: skip
     edges = fg.step_edges(binned)
-    admitted = requests[requests["first_scheduled_s"].notna()]
-    at_first = fg.per_bin(admitted["first_scheduled_s"].to_numpy(),
-                          admitted["prefix_hit_tokens"].to_numpy(np.float64), edges)  # fmt: skip
-    first_cum = np.cumsum(at_first)
-    again_cum = np.maximum(np.cumsum(binned["cache_hit_tokens"].to_numpy()) - first_cum, 0)
+    first_cum, again_cum = _saved_over_time(binned, requests, edges)
     shared = binned["shared_slots"].to_numpy() / max(block_size, 1)
     notes = [] if shared.any() else ["no block was shared by two running requests"]
 

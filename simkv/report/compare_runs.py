@@ -77,19 +77,23 @@ def _show(value: float | None, unit: str) -> str:
 
 
 def _delta(base: float, value: float, unit: str, direction: int) -> tuple[str, str]:
+    """The difference as shown (``+1.91 s (+14%)``) and its verdict; values that display
+    the same are ``same`` (a difference below the shown precision is noise, not news)."""
     diff = value - base
-    if diff == 0:
-        return "±0", "same"
+    if _show(value, unit) == _show(base, unit):
+        return "±0 as shown", "same"
     if unit == "ms":
-        text = ("+" if diff > 0 else "−") + format_ms(abs(diff))
+        text = format_ms(abs(diff))
     elif unit == "%":
-        text = f"{diff * 100:+.1f} pts"
+        text = f"{abs(diff) * 100:.1f} pts"
     else:
-        text = ("+" if diff > 0 else "−") + _show(abs(diff), unit)
+        text = _show(abs(diff), unit)
+    text = ("+" if diff > 0 else "−") + text
     if base != 0:
-        text += f" ({diff / abs(base):+.0%})".replace("-", "−")
+        rel = diff / abs(base)
+        text += f" ({rel:+.1%})" if abs(rel) < 0.1 else f" ({rel:+.0%})"
     verdict = "changed" if direction == 0 else "better" if diff * direction > 0 else "worse"
-    return text, verdict
+    return text.replace("-", "−"), verdict
 
 
 def compare_cards(labels: list[str], runs: list[RunFolder]) -> list[CompareCard]:

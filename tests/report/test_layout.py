@@ -52,12 +52,13 @@ OVERLAPS_JS = """JSON.stringify(Array.from(document.querySelectorAll("figure svg
   }
   return hits;
 }))""".replace("MIN_PX", str(MIN_OVERLAP_PX))
-# the document, and every block of <main> (figures, tables, card grids), within the page width
+# the document, and every block of <main> (figures, tables, card grids, cards) within the page
+# width and not scrolling (a <pre> of the config scrolls by design)
 OVERFLOWS_JS = """JSON.stringify((() => {
   const doc = document.documentElement, main = document.querySelector("main");
   const right = main.getBoundingClientRect().right;
   const out = doc.scrollWidth > doc.clientWidth ? ["document: " + doc.scrollWidth] : [];
-  for (const el of main.querySelectorAll("figure, table, section, svg, pre")) {
+  for (const el of main.querySelectorAll("figure, table, section, svg, pre, .card")) {
     const name = el.id || el.tagName + " in " + (el.closest("[id]") || {}).id;
     if (el.getBoundingClientRect().right > right + 0.5) out.push(name + " sticks out");
     if (el.tagName !== "PRE" && el.scrollWidth > el.clientWidth + 0.5) out.push(name + " scrolls");
