@@ -38,6 +38,8 @@ rows, a panel title); rows sharing a time axis have no labels between them, only
 GAP_Y_SHARED_IN = 0.22
 LEGEND_MARGIN_IN = 1.75
 """Right margin (inches) of a figure whose legends sit beside its panels."""
+CHAR_WIDTH_IN = 0.075
+"""Width (inches) of one character of a tick label at the report font size, rounded up."""
 SLO_COLOR = "tab:red"
 _SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -102,21 +104,24 @@ def tidy_axes(ax: Axes, *, log_x: bool = False, zero_y: bool = True) -> None:
 
 
 def place_panels(
-    fig: Figure, rows: int, cols: int = 1, *, legend: bool = False, sharex: bool = True
+    fig: Figure, rows: int, cols: int = 1, *, legend: bool = False, sharex: bool = True,
+    bottom_in: float | None = None,
 ) -> list[Axes]:
     """``rows × cols`` panels in fixed margins (:data:`MARGINS_IN`; with ``legend``, a right
     margin of :data:`LEGEND_MARGIN_IN` for legends beside the panels), row by row; with
     ``sharex`` (one column) the panels share the x axis, labelled under the last only, and
-    stand :data:`GAP_Y_SHARED_IN` apart. Size the figure with :func:`panels_height`."""
+    stand :data:`GAP_Y_SHARED_IN` apart; ``bottom_in`` widens the bottom margin (for rotated
+    labels). Size the figure with :func:`panels_height`."""
     width, height = fig.get_size_inches()
     m = MARGINS_IN
     right = LEGEND_MARGIN_IN if legend else 0.25
     gap_y = GAP_Y_SHARED_IN if sharex and cols == 1 else m["gap_y"]
+    bottom = m["bottom"] if bottom_in is None else bottom_in
     grid = fig.add_gridspec(
         rows, cols, left=m["left"] / width, right=1 - right / width,
-        bottom=m["bottom"] / height, top=1 - m["top"] / height,
+        bottom=bottom / height, top=1 - m["top"] / height,
         wspace=m["gap_x"] / ((width - m["left"] - right) / cols),
-        hspace=gap_y / ((height - m["bottom"] - m["top"]) / rows),
+        hspace=gap_y / ((height - bottom - m["top"]) / rows),
     )  # fmt: skip
     axes = [fig.add_subplot(grid[r, c]) for r in range(rows) for c in range(cols)]
     if sharex and cols == 1:
@@ -144,7 +149,8 @@ def slo_line(ax: Axes, value_ms: float | None, label: str) -> None:
 
 
 def text_overlaps(fig: Figure) -> list[tuple[str, str]]:
-    """Pairs of visible, non-empty texts of ``fig`` whose boxes intersect (draws the figure).
+    """Pairs of visible, non-empty texts of ``fig`` whose boxes intersect, and (text,
+    ``"figure edge"``) for a text reaching past the figure (draws the figure).
 
     A check for tests: figures built by the conventions above give none."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -152,7 +158,10 @@ def text_overlaps(fig: Figure) -> list[tuple[str, str]]:
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw(renderer)
     boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in _texts(fig)]
-    found = []
+    page = fig.bbox
+    found = [(a, "figure edge") for a, box in boxes
+             if box.x0 < page.x0 - 1 or box.y0 < page.y0 - 1 or box.x1 > page.x1 + 1
+             or box.y1 > page.y1 + 1]  # fmt: skip
     for i, (a, box_a) in enumerate(boxes):
         for b, box_b in boxes[i + 1 :]:
             w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)

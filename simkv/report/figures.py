@@ -246,9 +246,13 @@ def waste_bar_figure(runs: Sequence[tuple[str, Mapping[str, float | None]]]) -> 
     ``runs`` pairs a name with a summary (``mean_*_frac`` keys). The text above a bar is the
     wasted share (reservation + internal + external fragmentation); "nothing ran" if absent.
     """
+    names = [short_name(name) for name, _ in runs]
+    rotate = len(runs) > 1  # names side by side would collide: read them upwards
+    # rotated names hang below the axis: the margin grows with the longest
+    bottom = cv.MARGINS_IN["bottom"] + (cv.CHAR_WIDTH_IN * max(map(len, names)) if rotate else 0)
     fig = Figure(figsize=(cv.MARGINS_IN["left"] + cv.LEGEND_MARGIN_IN + 0.6 + 1.1 * len(runs),
-                          3.8))  # fmt: skip
-    (ax,) = cv.place_panels(fig, 1, legend=True)
+                          3.3 + bottom))  # fmt: skip
+    (ax,) = cv.place_panels(fig, 1, legend=True, bottom_in=bottom)
     keys = [f"mean_{col.removesuffix('_slots')}_frac" for col in WASTE_COLUMNS]
     shares = np.array([[_pct(summary.get(k)) for k in keys] for _, summary in runs]).reshape(
         len(runs), len(keys)
@@ -265,7 +269,7 @@ def waste_bar_figure(runs: Sequence[tuple[str, Mapping[str, float | None]]]) -> 
     cv.tidy_axes(ax)
     ax.grid(False)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.set_xticks(x, [short_name(name) for name, _ in runs], rotation=90 if len(runs) > 1 else 0)
+    ax.set_xticks(x, names, rotation=90 if rotate else 0)
     ax.set_xlim(-0.6, len(runs) - 0.4)
     ax.set_ylim(0, 112)
     ax.set_ylabel(cv.axis_label("KV pool, time-averaged", "%"))

@@ -41,6 +41,8 @@ def test_text_overlaps_finds_texts_on_top_of_each_other() -> None:
         ax.text(0.5, 0.5, "one label")
         ax.text(0.52, 0.5, "another label")
         assert cv.text_overlaps(fig) == [("one label", "another label")]
+        ax.texts[1].set_position((0.95, 0.5))
+        assert cv.text_overlaps(fig) == [("another label", "figure edge")]
         # matplotlib's own log labels are mathtext strings: drawn raw (parse_math off), they
         # are long enough to collide, as they did before the conventions
         ax.set_xscale("log")
@@ -67,7 +69,8 @@ def test_no_figure_of_a_run_or_a_comparison_has_overlapping_texts(
     run = load_run(tiny_run)
     with mpl.rc_context(dict(fg.REPORT_RC)):
         blocks = run_figures(run)
-        blocks += comparison_figures(["a run with a rather long name", "b"], [run, run])
+        # a long name: the waste bars' rotated labels need a deeper margin
+        blocks += comparison_figures(["a run with a long name", "b"], [run, run])
         assert [fig_id for fig_id, _ in drawn] == [b.id for b in blocks if b.svg is not None]
         assert len(drawn) == len(blocks) - 1  # the prefix-cache figure is left out (no hits)
         for fig_id, fig in drawn:

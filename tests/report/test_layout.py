@@ -42,13 +42,13 @@ OVERLAPS_JS = """JSON.stringify(Array.from(document.querySelectorAll("figure svg
     .filter(([, r]) => r.width > 0 && r.height > 0);
   const hits = [], edge = svg.getBoundingClientRect(), fig = svg.closest("figure").id;
   for (const [a, r] of boxes) if (r.left < edge.left - MIN_PX || r.right > edge.right + MIN_PX
-      || r.top < edge.top - MIN_PX || r.bottom > edge.bottom + MIN_PX) hits.push(fig + ": " + a
-      + " cut by the figure's edge");
+      || r.top < edge.top - MIN_PX || r.bottom > edge.bottom + MIN_PX) hits.push(fig + ": text "
+      + a + " cut by the figure's edge");
   for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
     const [a, r] = boxes[i], [b, s] = boxes[j];
     const w = Math.min(r.right, s.right) - Math.max(r.left, s.left);
     const h = Math.min(r.bottom, s.bottom) - Math.max(r.top, s.top);
-    if (w > MIN_PX && h > MIN_PX) hits.push(fig + ": " + a + " / " + b);
+    if (w > MIN_PX && h > MIN_PX) hits.push(fig + ": texts overlap: " + a + " / " + b);
   }
   return hits;
 }))""".replace("MIN_PX", str(MIN_OVERLAP_PX))
@@ -105,7 +105,7 @@ def test_no_text_overlaps_and_nothing_wider_than_the_page(
             events = tab.open(page)
             where = page.parent.name if page.name == "report.html" else page.name
             found += [f"{where}: {p}" for p in page_problems(events)]
-            found += [f"{where}: overlap {hit}" for hit in json.loads(tab.value(OVERLAPS_JS))]
+            found += [f"{where}: {hit}" for hit in json.loads(tab.value(OVERLAPS_JS))]
             found += [f"{where}: {hit}" for hit in json.loads(tab.value(OVERFLOWS_JS))]
     assert len(pages) == len(CONFIGS) + 1 == 20
     assert found == [], "\n".join(found)
