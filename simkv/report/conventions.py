@@ -104,7 +104,12 @@ def tidy_axes(ax: Axes, *, log_x: bool = False, zero_y: bool = True) -> None:
 
 
 def place_panels(
-    fig: Figure, rows: int, cols: int = 1, *, legend: bool = False, sharex: bool = True,
+    fig: Figure,
+    rows: int,
+    cols: int = 1,
+    *,
+    legend: bool = False,
+    sharex: bool = True,
     bottom_in: float | None = None,
 ) -> list[Axes]:
     """``rows × cols`` panels in fixed margins (:data:`MARGINS_IN`; with ``legend``, a right

@@ -7,7 +7,8 @@ metadata make the SVG bytes a function of the data alone.
 
 Step series are first reduced by :func:`bin_steps` (at most ``MAX_BINS`` time bins) and latency
 samples by :func:`cdf_points` (at most ``MAX_CDF_POINTS`` points), so a figure's size does not
-grow with the number of engine steps or requests.
+grow with the number of engine steps or requests. Figures follow
+:mod:`simkv.report.conventions`; those over time are in :mod:`simkv.report.time_figures`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ THROUGHPUT_BINS = 300
 """Rates over bins much shorter than a prefill burst are mostly noise: fewer bins for tokens/s."""
 MAX_CDF_POINTS = 1000
 """At most this many points per CDF line."""
+CDF_PANEL_HEIGHT_IN = 2.1
+"""Height of one latency-CDF panel (inches), margins excluded."""
 LOG_SPAN = 100.0
 """A latency panel gets a log x axis when its samples are all positive and span this factor."""
 LATENCY_LABELS: tuple[tuple[str, str], ...] = (
@@ -193,7 +196,7 @@ def latency_cdf_figure(
         return cv.Drawn(None, notes)
     cols = min(len(shown), 2)
     rows = -(-len(shown) // cols)
-    fig = Figure(figsize=(10.4, cv.panels_height(rows, 2.1, shared=False)))
+    fig = Figure(figsize=(10.4, cv.panels_height(rows, CDF_PANEL_HEIGHT_IN, shared=False)))
     axes = cv.place_panels(fig, rows, cols, sharex=False)
     for ax, (key, label) in zip(axes, shown, strict=False):
         _cdf_panel(ax, key, label, runs, slo.get(f"{key}_ms"))
