@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
+from matplotlib.figure import Figure
 
 from simkv.metrics.recorder import RunFrames
 from simkv.report import conventions as cv
@@ -44,8 +45,11 @@ class FigureBlock:
     notes: tuple[str, ...] = ()
 
 
-def figure_block(fig_id: str, title: str, caption: str, drawn: cv.Drawn) -> FigureBlock:
-    """A figure block of ``drawn``; call inside ``rc_context(dict(figures.REPORT_RC))``."""
+def figure_block(fig_id: str, title: str, caption: str, drawn: cv.Drawn | Figure) -> FigureBlock:
+    """A figure block of ``drawn`` (a bare ``Figure``: drawn, nothing left out); call inside
+    ``rc_context(dict(figures.REPORT_RC))``."""
+    if isinstance(drawn, Figure):
+        drawn = cv.Drawn(drawn)
     if drawn.figure is None:
         return FigureBlock(fig_id, title, caption, None, drawn.notes)
     # matplotlib escapes every text it writes into the SVG, so the markup is safe to inline
