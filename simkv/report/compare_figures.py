@@ -17,6 +17,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from simkv.report import conventions as cv
 from simkv.report import figures as fg
 
 SIDES: tuple[tuple[str, str], ...] = (("measured", "tab:blue"), ("simulated", "tab:orange"))
@@ -27,8 +28,6 @@ SERIES: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 """(column, axis label) of each load panel, in display order."""
 TIME_AXIS = "time since first arrival (s)"
-LOG_SPAN = 100.0
-"""A CDF panel gets a log x axis when its samples are all positive and span this factor."""
 
 
 def _integral(steps: pd.DataFrame, values: np.ndarray, at_s: np.ndarray) -> np.ndarray:
@@ -84,9 +83,11 @@ def _cdf_panel(ax: Axes, label: str, sides: Sequence[tuple[np.ndarray, np.ndarra
         x, y = fg.cdf_points(values, counts)
         ax.step(np.r_[x[0], x], np.r_[0.0, y], where="post", label=name, color=color, lw=1.3)
     every = np.concatenate([values[counts > 0] for values, counts in sides])
-    if len(every) and every.min() > 0 and every.max() / every.min() >= LOG_SPAN:
+    log = bool(len(every) and every.min() > 0 and every.max() / every.min() >= fg.LOG_SPAN)
+    if log:
         ax.set_xscale("log")
-    else:
+    cv.tidy_axes(ax, log_x=log, zero_y=False)
+    if not log:
         ax.set_xlim(left=0)
     ax.set_xlabel(f"{label} (ms)")
     ax.set_ylabel("fraction ≤ x")
@@ -122,6 +123,7 @@ def load_figure(measured: pd.DataFrame, simulated: pd.DataFrame, columns: list[s
         for (name, color), frame in zip(SIDES, (measured, simulated), strict=True):
             ax.step(frame["t_s"], frame[col], where="pre", label=name, color=color, lw=1.0)
         ax.set_ylabel(labels[col])
+        cv.tidy_axes(ax)
         if col == "kv_usage_pct":
             ax.set_ylim(0, 105)
         else:

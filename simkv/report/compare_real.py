@@ -31,13 +31,9 @@ from simkv.metrics.validation import (
 )
 from simkv.report import compare_figures as cf
 from simkv.report import figures as fg
-from simkv.report.run_report import (
-    FigureBlock,
-    RunFolder,
-    figure_block,
-    load_run,
-    report_environment,
-)
+from simkv.report.blocks import FigureBlock, figure_block, report_environment
+from simkv.report.conventions import Drawn
+from simkv.report.run_folder import RunFolder, load_run
 
 HTML_FILE, CSV_FILE = "compare.html", "compare.csv"
 DIFF_LEVELS: tuple[tuple[float, str], ...] = ((5.0, "close"), (15.0, "fair"), (np.inf, "far"))
@@ -142,7 +138,7 @@ def _cdf_block(cmp: RealComparison) -> FigureBlock:
         "Empirical CDFs over completed requests (TPOT: those with more than one output token; "
         "ITL, when both sides recorded it: every inter-token gap). Log x axis where a panel's "
         "samples span two decades or more.",
-        cf.cdf_figure(panels),
+        Drawn(cf.cdf_figure(panels)),
     )  # fmt: skip
 
 
@@ -176,7 +172,7 @@ def _load_block(cmp: RealComparison) -> tuple[list[FigureBlock], list[str]]:
         f"Measured: the engine's stat logger, one sample per {tick:g} s tick (its clock starts "
         "within about 0.1 s of the first arrival). Simulated: the step states averaged over the "
         "same ticks, weighted by step duration; KV usage is the share of KV blocks in use.",
-        cf.load_figure(measured, simulated, columns),
+        Drawn(cf.load_figure(measured, simulated, columns)),
     )  # fmt: skip
     return [block], notes
 

@@ -7,7 +7,8 @@ metadata make the SVG bytes a function of the data alone.
 
 Step series are first reduced by :func:`bin_steps` (at most ``MAX_BINS`` time bins) and latency
 samples by :func:`cdf_points` (at most ``MAX_CDF_POINTS`` points), so a figure's size does not
-grow with the number of engine steps or requests.
+grow with the number of engine steps or requests. Figures follow
+:mod:`simkv.report.conventions`; those over time are in :mod:`simkv.report.time_figures`.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from simkv.config.sim import GIB
 from simkv.kv.waste import CATEGORY_LABELS
-from simkv.metrics.summary import WASTE_COLUMNS
+from simkv.metrics.summary import WASTE_COLUMNS, weighted_percentiles
+from simkv.report import conventions as cv
 
 REPORT_RC: Mapping[str, object] = MappingProxyType({
     "svg.hashsalt": "simkv-report",
@@ -45,6 +46,10 @@ THROUGHPUT_BINS = 300
 """Rates over bins much shorter than a prefill burst are mostly noise: fewer bins for tokens/s."""
 MAX_CDF_POINTS = 1000
 """At most this many points per CDF line."""
+CDF_PANEL_HEIGHT_IN = 2.1
+"""Height of one latency-CDF panel (inches), margins excluded."""
+LOG_SPAN = 100.0
+"""A latency panel gets a log x axis when its samples are all positive and span this factor."""
 LATENCY_LABELS: tuple[tuple[str, str], ...] = (
     ("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL"),
 )  # fmt: skip
@@ -52,11 +57,10 @@ LATENCY_LABELS: tuple[tuple[str, str], ...] = (
 WASTE_COLORS: tuple[str, ...] = ("tab:blue", "tab:orange", "tab:red", "tab:purple", "0.85")
 """Colours of :data:`simkv.kv.waste.CATEGORIES`, as in the waste-study figures."""
 
-_QUEUES = (("num_waiting", "waiting"), ("num_running", "running"), ("num_swapped", "swapped"))
 TIME_LABEL = "simulated time (s)"
-_ID_REFS = re.compile(r'(\bid="|href="#|url\(#)')
+_ID_REFS = (' id="', 'href="#', "url(#")  # where matplotlib writes and references ids
 _PATH_DATA = re.compile(r' d="([^"]*)"')
-_FINE_DECIMALS = re.compile(r"(\.\d\d)\d+")
+_FINE_DECIMALS = re.compile(r"(?<=\.\d\d)\d+")  # digits past the second decimal
 _METADATA_KEYS = ("Date", "Creator", "Format", "Type")  # all dropped: no date, no version
 _RATES = (
     "prefill_tokens", "decode_tokens", "preempted", "swap_out_blocks", "swap_in_blocks",
@@ -142,11 +146,13 @@ def svg_of(fig: Figure, fig_id: str) -> str:
     text = text[text.index("<svg") :]
     # path coordinates are in points: two decimals are far below a pixel and halve the bytes
     text = _PATH_DATA.sub(_two_decimals, text)
-    return _ID_REFS.sub(lambda m: f"{m.group(1)}{fig_id}-", text).rstrip() + "\n"
+    for ref in _ID_REFS:  # plain replaces: one C pass each, no Python call per id
+        text = text.replace(ref, f"{ref}{fig_id}-")
+    return text.rstrip() + "\n"
 
 
 def _two_decimals(match: re.Match[str]) -> str:
-    return ' d="' + _FINE_DECIMALS.sub(r"\1", match.group(1)) + '"'
+    return ' d="' + _FINE_DECIMALS.sub("", match.group(1)) + '"'
 
 
 def step_edges(binned: pd.DataFrame) -> np.ndarray:
@@ -154,102 +160,87 @@ def step_edges(binned: pd.DataFrame) -> np.ndarray:
     return np.append(binned["start_s"].to_numpy()[:1], binned["end_s"].to_numpy())
 
 
-def no_data(ax: Axes, what: str) -> None:
-    ax.text(0.5, 0.5, f"no {what}", ha="center", va="center", transform=ax.transAxes, color="0.4")
-    ax.set_xticks([])
-    ax.set_yticks([])
+def per_bin(times_s: np.ndarray, weights: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``weights`` summed per bin of ``edges`` by their time (as :func:`bin_steps` places a
+    step: the bin holding it; times outside the edges count in the first or last bin)."""
+    n = len(edges) - 1
+    idx = np.clip(np.searchsorted(edges, times_s, side="right") - 1, 0, n - 1)
+    return np.bincount(idx, weights=weights, minlength=n)
 
 
-def latency_cdf_figure(runs: Sequence[tuple[str, LatencySamples]]) -> Figure:
-    """One panel per latency (TTFT, TPOT, ITL, E2EL): the empirical CDF of each run.
+def stairs(ax: Axes, values: np.ndarray, edges: np.ndarray, **kwargs: object) -> None:
+    """A piecewise-constant series over bins as one step line (``values[i]`` over bin i).
 
-    The x axis is logarithmic when every sample is positive; ITL samples are weighted by
-    their token counts. A legend names the runs when there are several.
+    A line, not ``Axes.stairs``: its data limits are computed in one vectorized pass."""
+    values = np.asarray(values, dtype=np.float64)
+    ax.plot(edges, np.append(values, values[-1:]), drawstyle="steps-post", **kwargs)  # type: ignore[arg-type]
+
+
+def latency_cdf_figure(
+    runs: Sequence[tuple[str, LatencySamples]], slo: Mapping[str, float | None] | None = None
+) -> cv.Drawn:
+    """One panel per latency with samples (TTFT, TPOT, ITL, E2EL): each run's empirical CDF
+    with its p50 and p99 marked, and the SLO of that latency (``slo``: ``ttft_ms`` …) as a
+    dashed line.
+
+    ITL samples are weighted by their token counts. The x axis is logarithmic when every
+    sample is positive and they span :data:`LOG_SPAN`. With one run the panel title gives
+    its p50 and p99; with several, a legend names the runs. Latencies without a sample in
+    any run are left out, with a note.
     """
-    fig = Figure(figsize=(10.4, 5.2))
-    axes = fig.subplots(2, 2).ravel()
-    for ax, (key, label) in zip(axes, LATENCY_LABELS, strict=True):
-        drawn = False
-        for name, samples in runs:
-            values, counts = samples[key]
-            if counts.sum() == 0:
-                continue
-            x, y = cdf_points(values, counts)
-            # start the staircase at 0 so the first jump is drawn
-            ax.step(np.r_[x[0], x], np.r_[0.0, y], where="post", label=name, linewidth=1.3)
-            drawn = True
-        if not drawn:
-            no_data(ax, f"{label} samples")
+    slo = slo or {}
+    shown = [(k, label) for k, label in LATENCY_LABELS if any(s[k][1].sum() > 0 for _, s in runs)]
+    notes = tuple(f"{label}: no samples in this run (panel left out)" for k, label in
+                  LATENCY_LABELS if (k, label) not in shown)  # fmt: skip
+    if not shown:
+        return cv.Drawn(None, notes)
+    cols = min(len(shown), 2)
+    rows = -(-len(shown) // cols)
+    fig = Figure(figsize=(10.4, cv.panels_height(rows, CDF_PANEL_HEIGHT_IN, shared=False)))
+    axes = cv.place_panels(fig, rows, cols, sharex=False)
+    for ax, (key, label) in zip(axes, shown, strict=False):
+        _cdf_panel(ax, key, label, runs, slo.get(f"{key}_ms"))
+    for ax in axes[len(shown) :]:
+        ax.set_visible(False)
+    return cv.Drawn(fig, notes)
+
+
+def _cdf_panel(
+    ax: Axes, key: str, label: str, runs: Sequence[tuple[str, LatencySamples]],
+    slo_ms: float | None,
+) -> None:  # fmt: skip
+    marks = []
+    every = []
+    for name, samples in runs:
+        values, counts = samples[key]
+        if counts.sum() == 0:
             continue
-        if all(np.all(s[key][0] > 0) for _, s in runs):
-            ax.set_xscale("log")
-        ax.set_xlabel(f"{label} (ms)")
-        ax.set_ylabel("fraction ≤ x")
-        ax.set_ylim(0, 1.02)
-        ax.grid(True, which="both", alpha=0.25)
-        if len(runs) > 1:
-            ax.legend(loc="lower right")
-    fig.tight_layout()
-    return fig
-
-
-def time_panels(binned: pd.DataFrame) -> tuple[Figure, Axes, Axes]:
-    """A figure of two stacked panels sharing the time axis (placeholders when no steps)."""
-    fig = Figure(figsize=(10.4, 4.6))
-    top, bottom = fig.subplots(2, 1, sharex=True)
-    if binned.empty:
-        no_data(top, "engine steps")
-        no_data(bottom, "engine steps")
-    return fig, top, bottom
-
-
-def finish_time_panels(fig: Figure, top: Axes, bottom: Axes) -> Figure:
-    """Label the time axis, grid both panels from zero, and lay the figure out."""
-    bottom.set_xlabel(TIME_LABEL)
-    for ax in (top, bottom):
-        ax.grid(True, alpha=0.25)
-        ax.set_ylim(bottom=0)
-    fig.tight_layout()
-    return fig
-
-
-def throughput_figure(binned: pd.DataFrame) -> Figure:
-    """Prefill and decode tokens/s (per time bin) above the mean batch size of the steps."""
-    fig, top, bottom = time_panels(binned)
-    if binned.empty:
-        return fig
-    edges = step_edges(binned)
-    top.stairs(binned["prefill_tokens_per_s"], edges, label="prefill", linewidth=1.0, baseline=None)
-    top.stairs(binned["decode_tokens_per_s"], edges, label="decode", linewidth=1.0, baseline=None)
-    top.set_ylabel("tokens/s")
-    top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    bottom.stairs(binned["batch_size"], edges, color="tab:green", linewidth=1.0, baseline=None)
-    bottom.set_ylabel("batch size (seqs)")
-    return finish_time_panels(fig, top, bottom)
-
-
-def kv_memory_figure(binned: pd.DataFrame) -> Figure:
-    """The KV pool over time as a stacked area of the five waste categories (token slots)."""
-    fig = Figure(figsize=(10.4, 3.6))
-    ax = fig.add_subplot()
-    if binned.empty:
-        no_data(ax, "engine steps")
-        return fig
-    edges = step_edges(binned)
-    tops = np.cumsum(binned[list(WASTE_COLUMNS)].to_numpy(), axis=1)
-    # each layer's top filled down to zero, the highest first: every polygon has one outline
-    # of data points instead of two (a band between layers), which halves the SVG
-    for k in reversed(range(len(WASTE_COLUMNS))):
-        ax.stairs(tops[:, k], edges, baseline=0.0, fill=True, color=WASTE_COLORS[k],
-                  label=CATEGORY_LABELS[k], linewidth=0)  # fmt: skip
-    handles, labels = ax.get_legend_handles_labels()
-    ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              frameon=False)  # fmt: skip
-    ax.set_ylabel("KV token slots")
-    ax.set_xlabel(TIME_LABEL)
-    ax.margins(x=0, y=0)
-    fig.tight_layout()
-    return fig
+        x, y = cdf_points(values, counts)
+        (line,) = ax.plot(np.r_[x[0], x], np.r_[0.0, y], drawstyle="steps-post", label=name,
+                          linewidth=1.3)  # fmt: skip
+        p50, p99 = weighted_percentiles(values[counts > 0], counts[counts > 0], [50.0, 99.0])
+        ax.plot([p50, p99], [0.5, 0.99], "o", color=line.get_color(), markersize=4)
+        marks.append((p50, p99))
+        every.append(values[counts > 0])
+    cv.slo_line(ax, slo_ms, f"SLO ≤ {slo_ms:g} ms" if slo_ms else "")
+    data = np.concatenate(every)
+    log = data.min() > 0 and data.max() / data.min() >= LOG_SPAN
+    if log:
+        ax.set_xscale("log")
+    cv.tidy_axes(ax, log_x=log)
+    if not log:
+        ax.set_xlim(left=0)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel(cv.axis_label(label, "ms"))
+    ax.set_ylabel("fraction ≤ x")
+    if len(runs) == 1:
+        p50, p99 = marks[0]
+        ax.set_title(f"{label}: p50 {cv.format_ms(p50)} · p99 {cv.format_ms(p99)} (dots)",
+                     loc="left")  # fmt: skip
+    else:
+        ax.set_title(f"{label} (dots: p50 and p99)", loc="left")
+    if len(runs) > 1 or slo_ms:
+        ax.legend(loc="lower right", fontsize=7)
 
 
 def waste_bar_figure(runs: Sequence[tuple[str, Mapping[str, float | None]]]) -> Figure:
@@ -258,8 +249,13 @@ def waste_bar_figure(runs: Sequence[tuple[str, Mapping[str, float | None]]]) -> 
     ``runs`` pairs a name with a summary (``mean_*_frac`` keys). The text above a bar is the
     wasted share (reservation + internal + external fragmentation); "nothing ran" if absent.
     """
-    fig = Figure(figsize=(3.2 + 1.1 * len(runs), 3.8))
-    ax = fig.add_subplot()
+    names = [short_name(name) for name, _ in runs]
+    rotate = len(runs) > 1  # names side by side would collide: read them upwards
+    # rotated names hang below the axis: the margin grows with the longest
+    bottom = cv.MARGINS_IN["bottom"] + (cv.CHAR_WIDTH_IN * max(map(len, names)) if rotate else 0)
+    fig = Figure(figsize=(cv.MARGINS_IN["left"] + cv.LEGEND_MARGIN_IN + 0.6 + 1.1 * len(runs),
+                          3.3 + bottom))  # fmt: skip
+    (ax,) = cv.place_panels(fig, 1, legend=True, bottom_in=bottom)
     keys = [f"mean_{col.removesuffix('_slots')}_frac" for col in WASTE_COLUMNS]
     shares = np.array([[_pct(summary.get(k)) for k in keys] for _, summary in runs]).reshape(
         len(runs), len(keys)
@@ -272,64 +268,42 @@ def waste_bar_figure(runs: Sequence[tuple[str, Mapping[str, float | None]]]) -> 
     wasted = shares[:, 1:4].sum(axis=1)
     for i, share in enumerate(wasted):
         text = "nothing ran" if np.isnan(share) else f"{share:.1f}% wasted"
-        ax.text(i, 101, text, ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(x, [name for name, _ in runs], rotation=20 if len(runs) > 3 else 0)
+        ax.text(i, 101, text, ha="center", va="bottom", fontsize=7)
+    cv.tidy_axes(ax)
+    ax.grid(False)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_xticks(x, names, rotation=90 if rotate else 0)
     ax.set_xlim(-0.6, len(runs) - 0.4)
     ax.set_ylim(0, 112)
-    ax.set_ylabel("% of KV pool, time-averaged")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
+    ax.set_ylabel(cv.axis_label("KV pool, time-averaged", "%"))
+    cv.legend_beside(ax)
     return fig
+
+
+def short_name(name: str, limit: int = 18) -> str:
+    """A run name as a tick label: at most ``limit`` characters (an ellipsis marks the cut)."""
+    return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
 def _pct(frac: float | None) -> float:
     return float("nan") if frac is None else 100.0 * frac
 
 
-def queue_figure(binned: pd.DataFrame, block_bytes: int) -> Figure:
-    """Queue lengths over time above cumulative preemptions and swap traffic (GiB)."""
-    fig, top, bottom = time_panels(binned)
-    if binned.empty:
-        return fig
-    for col, label in _QUEUES:
-        top.stairs(binned[col], step_edges(binned), label=label, linewidth=1.0, baseline=None)
-    top.set_ylabel("requests")
-    top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    end = binned["end_s"]
-    preempted = binned["preempted"].cumsum()
-    bottom.step(end, preempted, where="post", color="tab:red", label="preemptions")
-    bottom.set_ylabel("preemptions (cumulative)")
-    swap = bottom.twinx()
-    for col, style in (("swap_out_blocks", "--"), ("swap_in_blocks", ":")):
-        gib = binned[col].cumsum() * block_bytes / GIB
-        label = col.removesuffix("_blocks").replace("_", " ")
-        swap.step(end, gib, where="post", linestyle=style, color="tab:purple", label=label)
-    swap.set_ylabel("swapped GiB (cumulative)")
-    swapped_gib = (binned["swap_out_blocks"].sum() + binned["swap_in_blocks"].sum()) * block_bytes
-    swap.set_ylim(0, max(swapped_gib / GIB * 1.05, 1.0))
-    swap.spines["right"].set_visible(True)
-    handles = bottom.get_legend_handles_labels()[0] + swap.get_legend_handles_labels()[0]
-    bottom.legend(handles=handles, loc="upper left")
-    return finish_time_panels(fig, top, bottom)
-
-
-def kv_usage_figure(runs: Sequence[tuple[str, pd.DataFrame]]) -> Figure:
+def kv_usage_figure(runs: Sequence[tuple[str, pd.DataFrame]]) -> cv.Drawn:
     """Share of the KV pool in use over time, one line per run (binned step series)."""
-    fig = Figure(figsize=(10.4, 3.4))
-    ax = fig.add_subplot()
     if all(binned.empty for _, binned in runs):
-        no_data(ax, "engine steps")
-        return fig
+        return cv.Drawn(None, ("no engine steps in these runs",))
+    fig = Figure(figsize=(10.4, 3.0))
+    (ax,) = cv.place_panels(fig, 1, legend=True)
     for name, binned in runs:
         if binned.empty:
             continue
         used = binned["blocks_used"] / (binned["blocks_used"] + binned["blocks_free"])
-        ax.stairs(used * 100, step_edges(binned), label=name, linewidth=1.0, baseline=None)
+        stairs(ax, used.to_numpy() * 100, step_edges(binned), label=short_name(name, 24),
+               linewidth=1.0)  # fmt: skip
+    cv.tidy_axes(ax)
     ax.set_ylim(0, 105)
-    ax.set_ylabel("KV pool in use (%)")
+    ax.set_ylabel(cv.axis_label("KV pool in use", "%"))
     ax.set_xlabel(TIME_LABEL)
-    ax.grid(True, alpha=0.25)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
-    return fig
+    cv.legend_beside(ax)
+    return cv.Drawn(fig)

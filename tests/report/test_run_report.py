@@ -32,9 +32,10 @@ from simkv.runner import simulate, write_run
 from tests.engine.helpers import tiny_config
 
 EVIL = "<script>alert(1)</script>"
-# vllm_v1 caches prefixes by default (vLLM 0.11), so its report has the prefix-cache items
+# vllm_v1 caches prefixes by default (vLLM 0.11), so its report has the prefix-cache cards; the
+# tiny run never hits the cache, so the prefix-cache figure is replaced by one line saying so
 FIGURE_IDS = ["fig-latency-cdf", "fig-throughput", "fig-kv-memory", "fig-waste-breakdown",
-              "fig-queues", "fig-prefix-cache"]  # fmt: skip
+              "fig-queues"]  # fmt: skip
 CARD_IDS = [
     "card-request-throughput", "card-output-throughput", "card-goodput", "card-ttft",
     "card-tpot", "card-e2el", "card-preemptions", "card-swap", "card-rejected", "card-aborted",
@@ -117,6 +118,10 @@ def page(run_dir: Path) -> str:
 def test_every_figure_has_an_id_an_svg_and_a_caption(page: str) -> None:
     outline = _outline(page)
     assert list(outline.figures) == FIGURE_IDS
+    assert re.search(r'<p class="left-out" id="fig-prefix-cache-left-out"><b>Prefix cache:</b> '
+                     r"no prefix-cache hits in this run", page)  # fmt: skip
+    assert '<p class="left-out">no swapping in this run</p>' in page  # vllm_v1 never swaps
+    assert "preemptions (cumulative)" in page  # B was preempted: that panel is drawn
     for tags in outline.figures.values():
         assert {"svg", "figcaption"} <= tags
     assert len(set(outline.ids)) == len(outline.ids), "duplicate element ids (SVGs included)"
@@ -132,7 +137,7 @@ def test_cards_show_the_hand_computed_values(page: str) -> None:
     assert text["card-e2el"] == " E2EL p50 91.5 ms p99 110 ms end-to-end latency"
     assert text["card-preemptions"] == " Preemptions 1"
     assert text["card-swap"] == " Swap traffic 0 GiB"
-    assert text["card-rejected"] == " Rejected 1 of 3 requests"
+    assert text["card-rejected"] == " Rejected 1 of 3 requests: 1 prompt_too_long"  # C, by reason
     assert text["card-aborted"] == " Aborted 0"
 
 
@@ -165,7 +170,13 @@ def test_resolved_config_and_summary_are_complete(run_dir: Path, page: str) -> N
     keys = re.findall(r"<tr><td>([a-z0-9_]+)</td>", table.group(1))
     summary = load_run(run_dir).summary
     assert keys == list(summary)
-    assert '<tr><td>preemptions</td><td class="num">1</td></tr>' in table.group(1)
+    row = '<tr><td>preemptions</td><td class="num">1</td><td class="note"></td></tr>'
+    assert row in table.group(1)
+    # a metric whose name misleads says what it counts
+    note = re.search(r"<tr><td>prefix_hit_rate</td><td class=\"num\">[^<]*</td>"
+                     r"<td class=\"note\">([^<]*)</td>", table.group(1))  # fmt: skip
+    assert note is not None
+    assert html.unescape(note.group(1)).startswith("prompt tokens found cached at each request's")
 
 
 def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
@@ -182,8 +193,24 @@ def test_comparison_overlays_runs(tmp_path: Path) -> None:
     page = render_comparison_report([a, b])
     assert page == render_comparison_report([a, b])
     assert list(_outline(page).figures) == [
-        "fig-cmp-latency-cdf", "fig-cmp-kv-usage", "fig-cmp-waste-breakdown",
+        "fig-cmp-latency-cdf", "fig-cmp-throughput", "fig-cmp-kv-usage",
+        "fig-cmp-waste-breakdown",
     ]  # fmt: skip
+    # headline cards: the second run against the first, coloured by the metric's direction
+    card = re.search(r'<div class="card cmp" id="cmp-card-preemptions">(.*?)</div>\n</div>',
+                     page, re.S)  # fmt: skip
+    assert card is not None
+    assert '<span class="value">0</span>\n<span class="delta better">−1 (−100%)</span>' in (
+        card.group(1)
+    )
+    # the config diff: only keys whose values differ (the KV pool; the trace and the step table
+    # live in each run's own folder)
+    diff = re.search(r'<table id="config-diff">(.*?)</table>', page, re.S)
+    assert diff is not None
+    assert re.findall(r"<tr><td>([a-z_.]+)</td>", diff.group(1)) == [
+        "workload.path", "kv_cache.num_blocks", "cost_model.path",
+    ]  # fmt: skip
+    assert "<tr><td>kv_cache.num_blocks</td><td>3</td><td>8</td></tr>" in diff.group(1)
     # both runs are named "tiny" and live in folders named "run": the labels are numbered
     assert "<th>metric</th><th>1. tiny</th><th>2. tiny</th>" in page
     assert '<tr><td>preemptions</td><td class="num">1</td><td class="num">0</td></tr>' in page

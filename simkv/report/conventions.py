@@ -1,0 +1,197 @@
+"""The figure conventions of simkv's reports, written once; every report figure follows them.
+
+1. **Units in axis labels**: :func:`axis_label` (``"TTFT (ms)"``); a number on an axis is in
+   the unit its label names, never scaled by a hidden ``1e6`` offset.
+2. **Short tick labels, few ticks**: :func:`tidy_axes` gives every axis at most
+   :data:`MAX_TICKS` major ticks (a ``MaxNLocator``, or decades on a log axis, no minor labels)
+   labelled by :func:`compact_number` (at most 6 characters: ``950``, ``1.2k``, ``15k``,
+   ``1.5M``). With a figure at least :data:`MIN_PANEL_WIDTH_IN` wide per panel and the report
+   font, neighbouring labels cannot touch; :func:`text_overlaps` checks it (the tests call it
+   on every figure, and the browser tests measure the page).
+3. **Zero baselines**: a linear y axis starts at 0 (:func:`tidy_axes`); a log axis does not.
+4. **Fixed margins, no layout search**: :func:`place_panels` puts panels in fixed margins (in
+   inches) sized for compact labels; legends go in the right margin, so no text moves after
+   the data is drawn, and no second drawing pass is needed to lay a figure out.
+5. **No empty panels**: a panel with nothing to show is not drawn; the figure's
+   :class:`Drawn` carries one line of text saying so ("no preemptions in this run").
+6. **SLO lines**: :func:`slo_line` draws a configured objective as a dashed vertical line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
+
+MAX_TICKS = 6
+"""Most major ticks on one axis."""
+MIN_PANEL_WIDTH_IN = 4.0
+"""Narrowest panel (inches) :data:`MAX_TICKS` compact labels are drawn in without touching."""
+MARGINS_IN = {"left": 0.75, "bottom": 0.5, "top": 0.3, "gap_x": 0.85, "gap_y": 0.85}
+"""Fixed panel margins (inches): room for compact tick labels plus an axis label (and, between
+rows, a panel title); rows sharing a time axis have no labels between them, only
+``gap_y_shared``."""
+GAP_Y_SHARED_IN = 0.22
+LEGEND_MARGIN_IN = 1.75
+"""Right margin (inches) of a figure whose legends sit beside its panels."""
+CHAR_WIDTH_IN = 0.075
+"""Width (inches) of one character of a tick label at the report font size, rounded up."""
+SLO_COLOR = "tab:red"
+_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A report figure, or ``None`` when no panel has anything to show; ``notes`` are one
+    line each about what was left out (shown under the figure, or instead of it)."""
+
+    figure: Figure | None
+    notes: tuple[str, ...] = ()
+
+
+def axis_label(quantity: str, unit: str) -> str:
+    """``quantity (unit)``: every axis names its unit."""
+    return f"{quantity} ({unit})"
+
+
+def format_ms(value: float | None) -> str:
+    """``186 ms`` below a second, ``7.21 s`` above; ``—`` for a missing value."""
+    if value is None:
+        return "—"
+    return f"{value:.3g} ms" if value < 1000 else f"{value / 1000:.3g} s"
+
+
+def compact_number(value: float) -> str:
+    """A tick label of at most 6 characters: ``0``, ``0.05``, ``0.125``, ``2.5``, ``950``,
+    ``1.2k``, ``15k``, ``1.5M``; 3 significant digits at most, no trailing zeros."""
+    if value == 0 or not np.isfinite(value):
+        return "0" if value == 0 else ""
+    size = abs(value)
+    for scale, suffix in _SUFFIXES:
+        if size >= scale * 0.9995:
+            return _short(value / scale) + suffix
+    return _short(value)
+
+
+def _short(value: float) -> str:
+    size = abs(value)
+    if size < 1:
+        return f"{value:.3g}"
+    digits = 0 if size >= 100 else 1 if size >= 10 else 2
+    text = f"{value:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+_FORMATTER = FuncFormatter(lambda value, _pos: compact_number(value))
+
+
+def tidy_axes(ax: Axes, *, log_x: bool = False, zero_y: bool = True) -> None:
+    """Apply conventions 2 and 3 to ``ax`` (call after setting scales, before drawing)."""
+    for axis, log in ((ax.xaxis, log_x), (ax.yaxis, False)):
+        if log:
+            axis.set_major_locator(LogLocator(base=10, numticks=MAX_TICKS))
+        else:
+            axis.set_major_locator(MaxNLocator(nbins=MAX_TICKS - 1, steps=[1, 2, 2.5, 5, 10]))
+        axis.set_minor_locator(NullLocator())
+        axis.set_major_formatter(_FORMATTER)
+    if zero_y:
+        ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.25)
+
+
+def place_panels(
+    fig: Figure,
+    rows: int,
+    cols: int = 1,
+    *,
+    legend: bool = False,
+    sharex: bool = True,
+    bottom_in: float | None = None,
+) -> list[Axes]:
+    """``rows × cols`` panels in fixed margins (:data:`MARGINS_IN`; with ``legend``, a right
+    margin of :data:`LEGEND_MARGIN_IN` for legends beside the panels), row by row; with
+    ``sharex`` (one column) the panels share the x axis, labelled under the last only, and
+    stand :data:`GAP_Y_SHARED_IN` apart; ``bottom_in`` widens the bottom margin (for rotated
+    labels). Size the figure with :func:`panels_height`."""
+    width, height = fig.get_size_inches()
+    m = MARGINS_IN
+    right = LEGEND_MARGIN_IN if legend else 0.25
+    gap_y = GAP_Y_SHARED_IN if sharex and cols == 1 else m["gap_y"]
+    bottom = m["bottom"] if bottom_in is None else bottom_in
+    grid = fig.add_gridspec(
+        rows, cols, left=m["left"] / width, right=1 - right / width,
+        bottom=bottom / height, top=1 - m["top"] / height,
+        wspace=m["gap_x"] / ((width - m["left"] - right) / cols),
+        hspace=gap_y / ((height - bottom - m["top"]) / rows),
+    )  # fmt: skip
+    axes = [fig.add_subplot(grid[r, c]) for r in range(rows) for c in range(cols)]
+    if sharex and cols == 1:
+        for ax in axes[:-1]:
+            ax.sharex(axes[-1])
+            ax.tick_params(labelbottom=False)
+    return axes
+
+
+def panels_height(rows: int, panel_in: float, *, shared: bool) -> float:
+    """Figure height (inches) for ``rows`` panels ``panel_in`` high in :func:`place_panels`."""
+    gap = GAP_Y_SHARED_IN if shared else MARGINS_IN["gap_y"]
+    return MARGINS_IN["bottom"] + MARGINS_IN["top"] + rows * panel_in + (rows - 1) * gap
+
+
+def legend_beside(ax: Axes, **kwargs: object) -> None:
+    """The panel's legend in the right margin, top-aligned with the panel."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, **kwargs)  # type: ignore[arg-type]
+
+
+def slo_line(ax: Axes, value_ms: float | None, label: str) -> None:
+    """A configured latency objective as a dashed vertical line (nothing when unset)."""
+    if value_ms:
+        ax.axvline(value_ms, color=SLO_COLOR, linestyle="--", linewidth=1.0, label=label)
+
+
+def text_overlaps(fig: Figure) -> list[tuple[str, str]]:
+    """Pairs of visible, non-empty texts of ``fig`` whose boxes intersect, and (text,
+    ``"figure edge"``) for a text reaching past the figure (draws the figure).
+
+    A check for tests: figures built by the conventions above give none."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in _texts(fig)]
+    page = fig.bbox
+    found = [(a, "figure edge") for a, box in boxes
+             if box.x0 < page.x0 - 1 or box.y0 < page.y0 - 1 or box.x1 > page.x1 + 1
+             or box.y1 > page.y1 + 1]  # fmt: skip
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            h = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            if w > 1 and h > 1:
+                found.append((a, b))
+    return found
+
+
+def _texts(fig: Figure) -> list[Text]:
+    """Every text a drawn figure shows: tick labels of the ticks in view, axis labels,
+    titles, legend entries and free texts."""
+    found: list[Text] = list(fig.texts)
+    for legend in fig.legends:
+        found += legend.get_texts()
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for axis in (ax.xaxis, ax.yaxis):
+            # the ticks drawn (matplotlib keeps label objects of ticks out of view too)
+            for tick in axis._update_ticks():
+                found += [tick.label1, tick.label2]
+            found += [axis.label, axis.offsetText]
+        found += [ax.title, ax._left_title, ax._right_title, *ax.texts]
+        legend = ax.get_legend()
+        if legend is not None:
+            found += legend.get_texts()
+    return [t for t in found if t.get_visible() and t.get_text().strip()]
