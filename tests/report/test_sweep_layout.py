@@ -11,7 +11,6 @@ box lies inside the page; no console error or network request.
 from __future__ import annotations
 
 import json
-import time
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import yaml
 from simkv.report.sweep_report import write_sweep_report
 from simkv.sweep.run import run_sweep
 from tests.conftest import ROOT
-from tests.report.devtools import TIMEOUT_S, DevToolsPipe, page_problems, require_chromium
+from tests.report.chromium import chromium_tab, page_problems, require_chromium
 
 SWEEPS = sorted((ROOT / "configs" / "sweeps").glob("*.yaml"))
 SHRINK = ("workload.limit=24",)
@@ -59,6 +58,9 @@ def _shrunk(sweep: Path, folder: Path) -> Path:
     return path
 
 
+TIMEOUT_S = 60.0  # every DevTools read of the session comes within this of its start
+
+
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Sweep file stem → what the browser measured on its report."""
@@ -69,17 +71,12 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
         result = run_sweep(_shrunk(sweep, work), work / sweep.stem)
         assert result.failed == 0, result.table["error"].dropna().tolist()
         pages[sweep.stem] = write_sweep_report(result.out_dir)
-    profile = work / "profile"
-    profile.mkdir()
-    browser = DevToolsPipe(profile, deadline=time.monotonic() + TIMEOUT_S)
     out = {}
-    try:
+    with chromium_tab(work / "profile", TIMEOUT_S) as tab:
         for stem, page in pages.items():
-            sid = browser.open_page(page.as_uri())
-            out[stem] = json.loads(browser.evaluate(sid, MEASURE_JS))
-            out[stem]["problems"] = page_problems(browser.events)
-    finally:
-        browser.close()
+            events = tab.open(page)
+            out[stem] = json.loads(tab.value(MEASURE_JS))
+            out[stem]["problems"] = page_problems(events)
     return out
 
 
