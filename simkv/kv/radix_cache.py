@@ -45,7 +45,7 @@ class RadixPrefixCache:
     _free_cached: int = 0
     _clock: int = 0
     evictions: int = 0
-    by_owner: bool = False  # every request's blocks are keyed (no registration by count)
+    by_owner: bool = field(default=False, init=False)  # every block is keyed, none by count
 
     def __post_init__(self) -> None:
         self._uncached = make_free_queue(range(self.num_blocks))
