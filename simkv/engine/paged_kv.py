@@ -29,10 +29,9 @@ from simkv.engine import groups
 from simkv.engine.plan import StepPlan
 from simkv.engine.sequence import Seq, Status
 from simkv.kv.allocator import BlockAllocator, BlockId, InvariantViolation, ReuseOrder
-from simkv.kv.prefix_cache import HashPrefixCache, RadixPrefixCache
+from simkv.kv.prefix_cache import HashPrefixCache, PrefixCache, RadixPrefixCache
 from simkv.kv.swap import AllocStatus, SwapPool
 from simkv.kv.waste import WasteBreakdown, unwritten_slots
-from simkv.workload.content import UniqueKeys
 
 PrefixCaching = str  # "none" | "hash" | "radix"
 
@@ -49,12 +48,14 @@ class PagedKV:
         swap_blocks: int = 0,
         block_bytes: int = 0,
         prefix_caching: PrefixCaching = "none",
+        cache: PrefixCache | None = None,
     ) -> None:
-        self.cache: HashPrefixCache | RadixPrefixCache | None = None
-        if prefix_caching == "hash":
-            self.cache = HashPrefixCache(num_blocks, reuse)
-        elif prefix_caching == "radix":
-            self.cache = RadixPrefixCache(num_blocks)
+        """``cache``: a prefix cache (eviction policy) to use instead of a named one."""
+        if cache is None and prefix_caching == "hash":
+            cache = HashPrefixCache(num_blocks, reuse)
+        elif cache is None and prefix_caching == "radix":
+            cache = RadixPrefixCache(num_blocks)
+        self.cache: PrefixCache | None = cache
         self.gpu = BlockAllocator(num_blocks, block_size, reuse=reuse, free_queue=self.cache)
         self._refs = self.gpu.refcounts
         self.refcounts = self._refs  # read-only view for the schedulers' hot paths
@@ -140,11 +141,13 @@ class PagedKV:
             return
         self.written_tokens -= seq.num_computed
         self.internal_slots -= self._internal(seq)
-        table = seq.table
-        if self.cache is not None and seq.keys is not None:
-            self._register(seq)
-            self.cache.retire(seq.keys, table.block_ids, seq.cached_upto)
-        self.shared_tokens -= self.gpu.release(table.block_ids) * self.block_size
+        table, keys = seq.table, seq.keys
+        if self.cache is not None and keys is not None:
+            self._register(seq)  # the cache notes a private owner's blocks as they are freed
+            shared = self.gpu.release(table.block_ids, keys.owner, seq.cached_upto)
+        else:
+            shared = self.gpu.release(table.block_ids)
+        self.shared_tokens -= shared * self.block_size
         table.block_ids = []
         table.length = 0
         seq.cached_upto = 0
@@ -159,9 +162,9 @@ class PagedKV:
 
     def cannot_hit(self, seq: Seq) -> bool:
         """Whether :meth:`cached_prefix` finds nothing for ``seq`` until it runs: no cache, no
-        keys, or keys only it can hit (:class:`UniqueKeys`) and it never held blocks."""
+        keys, or private keys (only it can hit them) and it never held blocks."""
         keys = self.cache is not None and seq.keys
-        return not keys or (type(keys) is UniqueKeys and not seq.preemptions and not seq.swaps)
+        return not keys or (keys.owner is not None and not seq.preemptions and not seq.swaps)
 
     def _blocks_taken(self, hits: list[BlockId], num_tokens: int) -> int:
         """Free blocks that holding ``num_tokens`` tokens on the cached ``hits`` uses up: the
@@ -182,13 +185,14 @@ class PagedKV:
         """
         if not hits:
             return self.allocate_slots(seq, num_new)
-        refs, bs, gpu, cache = self._refs, self.block_size, self.gpu, self.cache
+        refs, bs, gpu, keys = self._refs, self.block_size, self.gpu, seq.keys
         cached = len(hits) * bs
         if self._blocks_taken(hits, cached + num_new) > gpu.free_blocks:
             return False
-        assert cache is not None and seq.keys is not None  # hits come from the cache
-        if cache.reviving(seq.keys, len(hits)):  # the request's own free blocks, one range
-            gpu.revive_many(hits)
+        if keys is None:
+            raise InvariantViolation(f"cache hits for {seq} without keys")
+        if keys.owner is not None:  # private keys: its own free blocks, taken back at once
+            gpu.revive_many(hits, keys.owner)
         else:
             for block in hits:
                 if refs[block] == 0:
@@ -287,7 +291,7 @@ class PagedKV:
         """The CPU swap pool; :class:`InvariantViolation` when the run has none (a scheduler
         must ask :meth:`can_swap_out` first)."""
         if self.swap is None:
-            raise InvariantViolation("a swap without a CPU swap pool")
+            raise InvariantViolation("a swap without a CPU swap pool (kv_cache.swap_space_gib)")
         return self.swap
 
     @property
@@ -317,7 +321,8 @@ class PagedKV:
         return tokens, gpu.used_blocks * bs - tokens - internal, internal, 0, gpu.free_blocks * bs
 
     def check(self, gpu_seqs: Iterable[Seq], cpu_seqs: Iterable[Seq] = ()) -> None:
-        """Assert every invariant of the class docstring (tests call this after every step)."""
+        """Raise ``InvariantViolation`` unless every invariant of the module docstring holds (tests
+        call this after every step)."""
         gpu_seqs = list(gpu_seqs)
         self.gpu.check([t for s in gpu_seqs for t in groups.tables_of(s)])
         if self.swap is not None:
@@ -329,7 +334,11 @@ class PagedKV:
         refs = self._refs
         single = {b for s in gpu_seqs if not groups.is_forked(s) for b in s.table.block_ids}
         shared = sum(refs[b] - 1 for b in single)
-        assert written == self.written_tokens, (written, self.written_tokens)
-        assert internal == self.internal_slots, (internal, self.internal_slots)
-        assert dup == self.fork_dup_tokens, (dup, self.fork_dup_tokens)
-        assert shared * self.block_size == self.shared_tokens, (shared, self.shared_tokens)
+        for name, actual, kept in (
+            ("written_tokens", written, self.written_tokens),
+            ("internal_slots", internal, self.internal_slots),
+            ("fork_dup_tokens", dup, self.fork_dup_tokens),
+            ("shared_tokens", shared * self.block_size, self.shared_tokens),
+        ):
+            if actual != kept:
+                raise InvariantViolation(f"PagedKV.{name} is {kept}, recomputed {actual}")

@@ -10,6 +10,13 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from simkv.kv.errors import (
+    BlockError,
+    DoubleFree,
+    InvalidBlockId,
+    InvariantViolation,
+    OutOfBlocks,
+)
 from simkv.kv.free_queue import (
     BlockId,
     FifoFreeQueue,
@@ -36,38 +43,6 @@ __all__ = [
     "ReuseOrder",
     "make_free_queue",
 ]
-
-
-class OutOfBlocks(RuntimeError):
-    """The pool cannot supply ``requested`` blocks; only ``free`` are free. Nothing was changed.
-
-    Derives from ``RuntimeError`` so code written against the seed notebook still catches it.
-    """
-
-    def __init__(self, requested: int, free: int) -> None:
-        # Both values go to ``args`` so the exception survives pickling (process-pool sweeps).
-        super().__init__(requested, free)
-        self.requested = requested
-        self.free = free
-
-    def __str__(self) -> str:
-        return f"out of blocks: requested {self.requested}, {self.free} free"
-
-
-class BlockError(ValueError):
-    """A block id was used in a way the allocator's state does not allow."""
-
-
-class InvalidBlockId(BlockError):
-    """The id is outside ``[0, num_blocks)``, or names a free block where a used one is needed."""
-
-
-class DoubleFree(BlockError):
-    """``free`` was called on a block whose refcount is already zero."""
-
-
-class InvariantViolation(AssertionError):
-    """``BlockAllocator.check`` found the allocator (or its tables) in an inconsistent state."""
 
 
 class BlockAllocator:
@@ -186,9 +161,10 @@ class BlockAllocator:
         self._refcount[block_id] = 1
         self._used += 1
 
-    def revive_many(self, block_ids: Sequence[BlockId]) -> None:
+    def revive_many(self, block_ids: Sequence[BlockId], owner: int | None = None) -> None:
         """``revive`` each of ``block_ids`` (distinct, all free); the free queue takes them
-        out in one call (``remove_many``). All or nothing: a used one raises first."""
+        out in one call (``remove_many``, told the ``owner`` when they are the blocks a prefix
+        cache's lookup for that request returned). All or nothing: a used one raises first."""
         refcount = self._refcount
         num_blocks = len(refcount)
         for block_id in block_ids:
@@ -196,7 +172,7 @@ class BlockAllocator:
                 self._validate(block_id)  # raises
             if refcount[block_id]:
                 raise InvalidBlockId(f"revive of used block {block_id}")
-        self._free.remove_many(block_ids)
+        self._free.remove_many(block_ids, owner)
         for block_id in block_ids:
             refcount[block_id] = 1
         self._used += len(block_ids)
@@ -236,14 +212,21 @@ class BlockAllocator:
         for block_id in ids:
             self.free(block_id)
 
-    def release(self, block_ids: Sequence[BlockId]) -> int:
+    def release(
+        self, block_ids: Sequence[BlockId], owner: int | None = None, registered: int = 0
+    ) -> int:
         """Drop one reference from each of ``block_ids``, last block first (a sequence's
         tail is freed before its head, so a cache evicts it first). Returns how many of them
         were shared (refcount > 1 before). The ids are distinct (one table's blocks). All or
-        nothing: a free block raises ``DoubleFree`` before anything changes."""
-        if not block_ids:
+        nothing: a free block raises ``DoubleFree`` before anything changes.
+
+        ``owner`` (with ``registered``, the leading blocks registered in a prefix cache) says
+        the blocks are all of request ``owner``'s and nobody else's (its keys are private): the
+        free queue is told, so a cache can note where they went (even none), and a shared one
+        raises ``InvariantViolation``."""
+        if not block_ids and owner is None:
             return 0
-        if min(block_ids) < 0:
+        if block_ids and min(block_ids) < 0:
             raise DoubleFree(f"free of free block {min(block_ids)}")
         refcount = self._refcount
         shared = 0
@@ -261,7 +244,12 @@ class BlockAllocator:
         # the freed ones, last block first; without sharing, all of them (one C-level copy)
         freed = block_ids[::-1] if not shared else [b for b in block_ids[::-1] if not refcount[b]]
         self._used -= len(freed)
-        self._free.push_many(freed)
+        if owner is None:
+            self._free.push_many(freed)
+        elif shared:
+            raise InvariantViolation(f"request {owner}'s private blocks are shared")
+        else:
+            self._free.push_many(freed, owner, registered)
         return shared
 
     def refcount(self, block_id: BlockId) -> int:

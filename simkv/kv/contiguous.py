@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from simkv.kv.allocator import OutOfBlocks
+from simkv.kv.errors import InvariantViolation, OutOfBlocks
 from simkv.kv.waste import WasteBreakdown
 
 
@@ -142,21 +142,26 @@ class BuddyAllocator:
         self._free.setdefault(size, set()).add(offset)
 
     def check(self) -> None:
-        """Raise ``AssertionError`` if an invariant in the class docstring does not hold."""
+        """Raise ``InvariantViolation`` if an invariant in the class docstring does not hold."""
         free = [(o, s) for s, offs in self._free.items() for o in offs]
         runs = sorted(free + list(self._used.items()))
         position = 0
         for offset, size in runs:
-            assert offset == position, f"gap or overlap at slot {position} (next run {offset})"
+            _require(offset == position, f"gap or overlap at slot {position} (next run {offset})")
             position += size
-        assert position == self.capacity_slots, "runs do not cover the capacity"
+        _require(position == self.capacity_slots, "runs do not cover the capacity")
         free_set = set(free)
         root_of = {o: s for o, s in self._roots}
         for offset, size in free:
-            assert size & (size - 1) == 0 and size >= self.min_chunk_slots, f"bad size {size}"
-            assert offset % size == 0, f"free chunk {offset}+{size} misaligned"
+            _require(size & (size - 1) == 0 and size >= self.min_chunk_slots, f"bad size {size}")
+            _require(offset % size == 0, f"free chunk {offset}+{size} misaligned")
             mergeable = root_of.get(offset, 0) != size and (offset ^ size, size) in free_set
-            assert not mergeable, f"free buddies {offset}+{size} not coalesced"
+            _require(not mergeable, f"free buddies {offset}+{size} not coalesced")
+
+
+def _require(holds: bool, message: str) -> None:
+    if not holds:
+        raise InvariantViolation(message)
 
 
 class ReservationPolicy(StrEnum):

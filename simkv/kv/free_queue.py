@@ -7,14 +7,13 @@ fast FIFO one, checked against it by ``tests/kv/test_free_queue.py``.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from enum import StrEnum
 from typing import NewType, Protocol
 
 BlockId = NewType("BlockId", int)
 """Index of a physical block in one allocator, ``0 <= id < num_blocks``."""
-DEAD = BlockId(-1)  # a FifoFreeQueue entry whose block was taken back (remove_range)
 
 
 class ReuseOrder(StrEnum):
@@ -34,6 +33,9 @@ class FreeQueue(Protocol):
 
     The order *is* the eviction policy of a prefix cache: a cache-aware queue (see
     ``prefix_cache.py``) forgets a block's cached content when ``pop`` hands the block out.
+    ``push_many`` and ``remove_many`` carry what such a cache notes about a whole request's blocks
+    (``owner``, ``registered``: see :class:`~simkv.kv.prefix_cache.PrefixCache`); a plain queue
+    ignores them.
     """
 
     def pop(self) -> BlockId:
@@ -48,16 +50,21 @@ class FreeQueue(Protocol):
         """``[pop() for _ in range(n)]`` (the queue holds at least ``n``)."""
         ...
 
-    def push_many(self, block_ids: Sequence[BlockId]) -> None:
-        """``push`` each of ``block_ids`` in order."""
+    def push_many(
+        self, block_ids: Sequence[BlockId], owner: int | None = None, registered: int = 0
+    ) -> None:
+        """``push`` each of ``block_ids`` in order. With ``owner``: they are every block of
+        request ``owner``, last block first, and its first ``registered`` blocks are registered
+        in the prefix cache."""
         ...
 
     def remove(self, block_id: BlockId) -> None:
         """A free block is taken back (a prefix-cache hit revives it)."""
         ...
 
-    def remove_many(self, block_ids: Sequence[BlockId]) -> None:
-        """``remove`` each of ``block_ids``."""
+    def remove_many(self, block_ids: Sequence[BlockId], owner: int | None = None) -> None:
+        """``remove`` each of ``block_ids``. With ``owner``: they are the blocks of request
+        ``owner`` that the cache's lookup for it returned, and it takes them all back."""
         ...
 
     def __len__(self) -> int: ...
@@ -86,7 +93,9 @@ class OrderedFreeQueue:
         popitem = self._queue.popitem
         return [popitem(False)[0] for _ in range(n)]
 
-    def push_many(self, block_ids: Sequence[BlockId]) -> None:
+    def push_many(
+        self, block_ids: Sequence[BlockId], owner: int | None = None, registered: int = 0
+    ) -> None:
         queue = self._queue
         if self._lifo:
             for block_id in block_ids:
@@ -99,7 +108,7 @@ class OrderedFreeQueue:
     def remove(self, block_id: BlockId) -> None:
         del self._queue[block_id]
 
-    def remove_many(self, block_ids: Sequence[BlockId]) -> None:
+    def remove_many(self, block_ids: Sequence[BlockId], owner: int | None = None) -> None:
         for block_id in block_ids:
             del self._queue[block_id]
 
@@ -114,22 +123,24 @@ class FifoFreeQueue:
     """FIFO free queue on a list with a moving head: pushes append, pops advance the head, and
     bulk pops and pushes are single slice / extend operations (C speed).
 
-    Removing a block from the middle (a prefix-cache hit revives it) is lazy: the dead entry
-    stays queued and is skipped when it reaches the head. Under FIFO a block's dead entries are
-    always older than its live one, so ``_stale[b]`` (dead entries of ``b`` still queued) tells
-    which to skip. Consumed entries are dropped when they outnumber the live ones. Same order
-    and contents as :class:`OrderedFreeQueue` (FIFO); ``tests/kv/test_free_queue.py`` checks
-    this on random operation sequences.
+    **Positions.** Every entry ever queued has an absolute position: the initial blocks are at
+    ``0 … n - 1`` and each push appends at :attr:`end_position`. :attr:`head_position` counts the
+    entries consumed (popped or skipped). Under FIFO an entry at position ``p`` is handed out
+    exactly when a pop moves the head past ``p`` (unless its block was taken back first), so a
+    caller that remembers where it pushed a run of blocks (a prefix cache's note, see
+    ``prefix_cache.py``) knows which of them are still queued without any per-block state.
+    Positions survive compaction (consumed entries are dropped from the list when they outnumber
+    the live ones).
 
-    Entries have absolute positions (``head_position`` … ``end_position``). A push may *mark*
-    its last entries (a prefix cache's blocks that hold content); ``marked_popped`` counts the
-    marked entries popped so far, found by position ranges rather than per block. A mark whose
-    entries are taken back must be dropped (:meth:`unmark`) before they reach the head.
-    A run of queued positions whose blocks are all taken back at once (:meth:`remove_range`)
-    is overwritten with ``DEAD`` (one slice assignment) and skipped the same way.
+    **Removal** (a prefix-cache hit takes a free block back) is lazy: the entry stays queued and
+    is skipped when it reaches the head. Under FIFO a block's dead entries are always older than
+    its live one, so ``_stale[b]`` (dead entries of ``b`` still queued) tells which to skip, and a
+    popped run holds a dead entry exactly when it shares a block with ``_stale`` (one C-level
+    ``isdisjoint``). Same order and contents as :class:`OrderedFreeQueue` (FIFO);
+    ``tests/kv/test_free_queue.py`` checks this on random operation sequences.
     """
 
-    __slots__ = ("_base", "_dead", "_head", "_len", "_marks", "_queue", "_stale", "marked_popped")
+    __slots__ = ("_base", "_head", "_len", "_queue", "_stale")
 
     def __init__(self, block_ids: Iterable[int]) -> None:
         self._queue: list[BlockId] = list(map(BlockId, block_ids))
@@ -137,16 +148,15 @@ class FifoFreeQueue:
         self._head = 0  # entries before it are consumed
         self._len = len(self._queue)
         self._stale: dict[BlockId, int] = {}
-        self._dead = 0  # DEAD entries at or after the head (remove_range)
-        self._marks: deque[list[int]] = deque()  # [start, end) absolute, increasing
-        self.marked_popped = 0
 
     @property
     def head_position(self) -> int:
+        """Entries consumed so far: the next pop starts at this absolute position."""
         return self._base + self._head
 
     @property
     def end_position(self) -> int:
+        """Entries queued so far: the next push lands at this absolute position."""
         return self._base + len(self._queue)
 
     def _compact(self) -> None:
@@ -154,19 +164,6 @@ class FifoFreeQueue:
             del self._queue[: self._head]
             self._base += self._head
             self._head = 0
-
-    def _consume_marks(self, start: int, stop: int) -> None:
-        """Positions ``start`` … ``stop - 1`` were consumed: count the marked ones."""
-        marks = self._marks
-        while marks and marks[0][0] < stop:
-            mark = marks[0]
-            if mark[1] <= stop:
-                self.marked_popped += mark[1] - max(mark[0], start)
-                marks.popleft()
-            else:
-                self.marked_popped += stop - max(mark[0], start)
-                mark[0] = stop
-                break
 
     def pop(self) -> BlockId:
         return self.pop_many(1)[0]
@@ -176,23 +173,14 @@ class FifoFreeQueue:
         self._len += 1
 
     def pop_many(self, n: int) -> list[BlockId]:
-        queue, head = self._queue, self._head
+        queue, head, stale = self._queue, self._head, self._stale
         blocks = queue[head : head + n]
         self._head = head + n
-        if (self._stale or self._dead) and (self._stale or DEAD in blocks):
+        if stale and not stale.keys().isdisjoint(blocks):
             blocks = self._skip_dead(blocks, n)  # some popped entries are dead: skip them
         elif len(blocks) != n:
             raise IndexError("pop from an empty free queue")
         self._len -= n
-        marks = self._marks
-        if marks:
-            start, stop = self._base + head, self._base + self._head
-            mark = marks[0]
-            if mark[0] <= start and stop < mark[1]:  # inside the oldest mark (the common case)
-                self.marked_popped += stop - start
-                mark[0] = stop
-            else:
-                self._consume_marks(start, stop)
         if self._head > 4096:
             self._compact()
         return blocks
@@ -203,9 +191,6 @@ class FifoFreeQueue:
         queue, stale, blocks = self._queue, self._stale, []
         while True:
             for block_id in chunk:
-                if block_id == DEAD:
-                    self._dead -= 1
-                    continue
                 dead = stale.get(block_id)
                 if dead is None:
                     blocks.append(block_id)
@@ -221,42 +206,24 @@ class FifoFreeQueue:
                 raise IndexError("pop from an empty free queue")
             self._head += take
 
-    def push_many(self, block_ids: Sequence[BlockId], marked: int = 0) -> list[int] | None:
-        """Push ``block_ids`` in order; the last ``marked`` of them are marked. Returns the
-        mark (for :meth:`unmark`)."""
-        end = self._base + len(self._queue) + len(block_ids)
+    def push_many(
+        self, block_ids: Sequence[BlockId], owner: int | None = None, registered: int = 0
+    ) -> None:
+        """Push ``block_ids`` in order (``owner`` and ``registered`` are for a prefix cache;
+        ignored here)."""
         self._queue.extend(block_ids)
         self._len += len(block_ids)
-        if not marked:
-            return None
-        mark = [end - marked, end]
-        self._marks.append(mark)
-        return mark
-
-    def unmark(self, mark: list[int]) -> None:
-        """Forget a mark whose queued entries were all taken back (revived), not popped."""
-        for i, other in enumerate(self._marks):
-            if other is mark:
-                del self._marks[i]
-                return
 
     def remove(self, block_id: BlockId) -> None:
         self._stale[block_id] = self._stale.get(block_id, 0) + 1
         self._len -= 1
 
-    def remove_many(self, block_ids: Sequence[BlockId]) -> None:
+    def remove_many(self, block_ids: Sequence[BlockId], owner: int | None = None) -> None:
+        """``remove`` each of ``block_ids`` (``owner`` is for a prefix cache; ignored here)."""
+        stale = self._stale
         for block_id in block_ids:
-            self.remove(block_id)
-
-    def remove_range(self, start: int, stop: int, block_ids: Sequence[BlockId]) -> None:
-        """Take back the blocks queued at absolute positions ``start`` … ``stop - 1``, which
-        must be ``block_ids`` in queue order, all live and not yet reached by the head."""
-        i, j = start - self._base, stop - self._base
-        if i < self._head or self._queue[i:j] != list(block_ids):
-            raise AssertionError(f"positions {start}..{stop - 1} do not hold the given blocks")
-        self._queue[i:j] = [DEAD] * (j - i)
-        self._dead += j - i
-        self._len -= j - i
+            stale[block_id] = stale.get(block_id, 0) + 1
+        self._len -= len(block_ids)
 
     def __len__(self) -> int:
         return self._len
@@ -264,8 +231,6 @@ class FifoFreeQueue:
     def __iter__(self) -> Iterator[BlockId]:
         stale = dict(self._stale)
         for block_id in self._queue[self._head :]:
-            if block_id == DEAD:
-                continue
             dead = stale.get(block_id)
             if dead:
                 stale[block_id] = dead - 1

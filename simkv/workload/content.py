@@ -76,30 +76,25 @@ class PromptContent:
 _KEY_MASK = (1 << 63) - 1  # content keys are ≥ 0; UniqueKeys are < 0, so the two never meet
 
 
-_NO_BLOCKS: list[int] = []  # shared, never mutated: a note is replaced, not extended
-
-
 class UniqueKeys:
     """Block keys of a request whose content nobody shares (a workload without content).
 
     Its keys only ever match themselves (a request re-admitted after a recompute preemption
     hits its own cached blocks), so they need no hashing: request ``r``'s block ``j`` has key
     ``-(r · 2^32 + j + 1)``, negative and distinct from every other request's and from every
-    :class:`KeyStream` key.
+    :class:`KeyStream` key. ``owner`` (the request id) says so to a prefix cache (the
+    ``BlockKeys`` protocol of :mod:`simkv.kv.prefix_cache`), which may keep its blocks by owner.
     """
 
-    __slots__ = ("cached", "end", "mark", "req_id")
+    __slots__ = ("owner",)
 
     def __init__(self, req_id: int) -> None:
-        self.req_id = req_id
-        self.cached: list[int] = _NO_BLOCKS  # a prefix cache's note of the blocks that held them
-        self.end = 0  # ... and of where in its free queue they went
-        self.mark: list[int] | None = None  # ... and of the queue's mark on them
+        self.owner = req_id
 
     @property
     def keys(self) -> range:
         """Every key, lazily (a range)."""
-        base = -(self.req_id << 32) - 1
+        base = -(self.owner << 32) - 1
         return range(base, base - (1 << 32), -1)
 
     def extend(self, num_blocks: int) -> range:
@@ -109,7 +104,11 @@ class UniqueKeys:
 
 class KeyStream:
     """The chained block keys of one sequence (prompt, then its generated tokens), computed on
-    demand and kept: ``extend(n)`` makes ``keys`` hold at least the first ``n`` full blocks."""
+    demand and kept: ``extend(n)`` makes ``keys`` hold at least the first ``n`` full blocks.
+    Other requests may share them (``owner`` is None: the ``BlockKeys`` protocol of
+    :mod:`simkv.kv.prefix_cache`)."""
+
+    owner: None = None  # shared content keys belong to no single request
 
     __slots__ = ("_block_size", "_offset", "_prev", "_seg", "_stream", "keys")
 

@@ -150,3 +150,24 @@ def test_contentless_requests_cached_by_owner_match_the_key_map(
     assert owner.requests["preemptions"].sum() > 0
     assert owner.requests["cache_hit_tokens"].sum() > 0  # re-hits after preemption
     assert owner.steps["evictions"].iloc[-1] > 0 and owner.steps["cached_blocks"].max() > 0
+
+
+def test_a_new_eviction_policy_runs_through_paged_kv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A policy implementing the ``PrefixCache`` protocol (the test's ``NewestFirstCache``)
+    plugs into PagedKV with nothing else changed; every invariant holds after every step."""
+    from simkv.engine import paged_kv
+    from tests.kv.test_prefix_cache import NewestFirstCache
+
+    monkeypatch.setattr(paged_kv, "HashPrefixCache", lambda n, reuse: NewestFirstCache(n))
+    rows = [(0.001 * i, [(i % 3, 8), (100 + i, 1 + i % 5)], 1 + i % 4) for i in range(30)]
+    engine, frames = _run(tmp_path, rows, "hash", num_blocks=9)
+    kv = engine.scheduler.kv
+    assert isinstance(kv.cache, NewestFirstCache)
+    assert kv.gpu.free_blocks == kv.gpu.num_blocks and kv.shared_tokens == 0
+    done = frames.requests
+    assert (done.status == "finished").all()
+    assert (done.generated_tokens == done.output_tokens).all()
+    assert done.prefix_hit_tokens.sum() > 0
+    assert frames.steps["evictions"].iloc[-1] == kv.cache.evictions > 0

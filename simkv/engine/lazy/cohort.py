@@ -30,8 +30,6 @@ from operator import attrgetter
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.sequence import Seq
 from simkv.kv.allocator import InvariantViolation
-from simkv.kv.prefix_cache import HashPrefixCache
-from simkv.workload.content import UniqueKeys
 
 Calendar = dict[int, list[Seq]]  # tick → members with an event at it
 
@@ -66,8 +64,8 @@ class DecodeCohort:
         self.kv = kv
         self.block_size = kv.block_size
         self.caching = kv.cache is not None
-        # content-less members of a hash cache that keeps them by owner register by count
-        self.by_owner = isinstance(kv.cache, HashPrefixCache) and kv.cache.by_owner
+        # members with private keys, in a cache that keeps them by owner, register by count
+        self.by_owner = kv.cache is not None and kv.cache.by_owner
         self.size = 0  # members are running[:size]
         self.tick = 0  # cohort steps taken so far
         self.last_s = 0.0  # when every member sampled its last token
@@ -117,7 +115,7 @@ class DecodeCohort:
 
     def _counted(self, seq: Seq) -> bool:
         """Whether ``seq``'s filled blocks are registered by count (:meth:`advance`)."""
-        return self.by_owner and isinstance(seq.keys, UniqueKeys)
+        return self.by_owner and seq.keys is not None and seq.keys.owner is not None
 
     def touch(self, seq: Seq) -> None:
         """Bring one member's stored counters up to the current tick."""
@@ -128,7 +126,7 @@ class DecodeCohort:
             seq.num_tokens += d
             seq.table.length += d
             seq.ff_tick = self.tick
-            if self.by_owner and isinstance(seq.keys, UniqueKeys):
+            if self.by_owner and seq.keys is not None and seq.keys.owner is not None:
                 # blocks counted as they filled (advance); a block its last step filled is
                 # not (it is registered when the request frees its blocks)
                 last = seq.num_output == seq.output_tokens
