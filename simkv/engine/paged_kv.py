@@ -206,8 +206,9 @@ class PagedKV:
         seq.num_computed = cached
         seq.cached_upto = len(hits)
         self.written_tokens += cached
-        table.append_tokens(gpu, num_new)
-        self.internal_slots += self._internal(seq)
+        # the hits are full blocks, none past the final length: the one growth path from here
+        if not self.allocate_slots(seq, num_new):
+            raise InvariantViolation(f"{seq}: blocks counted free for its admission were not")
         return True
 
     def cache_computed(self, seqs: list[Seq]) -> None:
