@@ -110,20 +110,23 @@ class PagedKV(SwapSide):
         table.length = length + num_new
         return True
 
-    def grow_decodes(self, seqs: list[Seq], blocks: list[BlockId]) -> None:
+    def grow_decodes(self, seqs: list[Seq], blocks: list[BlockId]) -> bool:
         """Append one just-allocated block to each of ``seqs`` (in order): decodes whose
         tables are full up to a block boundary (decode-lane members: their ``table.length``
-        is not up to date, so it stays as it is)."""
-        bs, final_internal = self.block_size, 0
+        is not up to date, so it stays as it is). Returns whether the block is the last one
+        any of them needs (their final length fits: ``over >= 0`` below)."""
+        bs, final_internal, last = self.block_size, 0, False
         for seq, block in zip(seqs, blocks, strict=True):
             ids = seq.table.block_ids
             ids.append(block)
             # unwritten_slots(n) - unwritten_slots(n - 1) for n blocks, inline (hot path): the
             # new block adds min(over, bs) slots past the final length when over > 0
             over = len(ids) * bs - seq.final_kv_tokens
-            if over > 0:
+            if over >= 0:
+                last = True
                 final_internal += over if over < bs else bs
         self.internal_slots += final_internal
+        return last
 
     def commit(self, plan: StepPlan) -> None:
         """The step's scheduled tokens are computed: their KV is now written.

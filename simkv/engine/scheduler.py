@@ -7,6 +7,7 @@ calls :meth:`Scheduler.complete`. Nothing here knows about SimPy.
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from typing import Protocol
 
 from simkv.engine.lazy import DecodeLane
@@ -70,6 +71,7 @@ class SchedulerBase:
         self.recorder = recorder
         self.waiting = waiting
         self.running: list[Seq] = []
+        self.swapped: Sized = ()  # requests swapped out to the CPU (a policy that swaps)
         self._prev_end_s: float | None = None  # when the last step ended
         self.fill_block_size = 0  # > 0: register the blocks each step fills (prefix caching)
         self.filled: list[Seq] = []
@@ -84,7 +86,7 @@ class SchedulerBase:
 
     def queue_lengths(self) -> tuple[int, int, int]:
         """(waiting, running, swapped)."""
-        return len(self.waiting), len(self.running), 0
+        return len(self.waiting), len(self.running), len(self.swapped)
 
     def _mark_scheduled(self, seq: Seq, now: float) -> None:
         seq.status = Status.RUNNING
@@ -162,7 +164,9 @@ class SchedulerBase:
             raise InvariantViolation("a decode-run step without a decode lane")
         self.kv.commit(plan)
         self.recorder.itl(now - lane.last_s, lane.size)
-        filled = lane.complete_alone_step(now)
+        ended, filled = lane.advance(now)
+        if ended:  # (the engine stops a decode run before a member's last token)
+            raise InvariantViolation("a decode run ends before its first finish")
         if filled and self.fill_block_size:
             self.kv.cache_computed(filled)  # type: ignore[attr-defined]
         self._prev_end_s = now
@@ -217,5 +221,7 @@ class SchedulerBase:
         """What a step row records of the scheduler: :meth:`queue_lengths`, the KV memory's
         ``memory_row``, :meth:`fork_state`."""
         forks = self.fork_state() if self.supports_forks else _NO_FORKS
-        state = (*self.queue_lengths(), *self.kv.memory_row(), *forks)
+        # (queue_lengths, inline: one call less per step)
+        queues = len(self.waiting), len(self.running), len(self.swapped)
+        state = (*queues, *self.kv.memory_row(), *forks)
         return _new_tuple(StepState, state)  # StepState._make without its Python-level call

@@ -206,8 +206,8 @@ class DecodeCohort:
             # the common case: every member's block is free. Which member gets which of the
             # blocks popped together does not matter (they are alike: free, uncached), so
             # running order is not needed here.
-            kv.grow_decodes(due, gpu.alloc_many(len(due)))
-            again = [seq for seq in due if nxt <= seq.end_tick]
+            last = kv.grow_decodes(due, gpu.alloc_many(len(due)))
+            again = [seq for seq in due if nxt <= seq.end_tick] if last else due
             if again:
                 later = alloc.get(nxt)
                 if later is None:

@@ -44,7 +44,7 @@ never picks a victim among members except through :meth:`plan_members`'s ``preem
 happen (the scheduler's ``decode_run`` says so), the engine
 steps the lane without the scheduler: :meth:`steps_before_finish`, :meth:`plan_alone` and
 :meth:`take_blocks_alone` per step, then the scheduler's ``complete_decode_run_step``, which
-calls :meth:`complete_alone_step`.
+calls :meth:`~DecodeCohort.advance` (no member may sample its last token in a decode run).
 
 A new paged scheduler gets the fast path by setting ``uses_lane = True`` (see
 :class:`~simkv.engine.scheduler.SchedulerBase`) and calling :meth:`plan_members` first in its
@@ -58,7 +58,6 @@ from collections.abc import Callable
 from simkv.engine.lazy.cohort import DecodeCohort
 from simkv.engine.plan import StepPlan
 from simkv.engine.sequence import Seq
-from simkv.kv.allocator import InvariantViolation
 
 TokensFor = Callable[[Seq, int], int]  # (running request, budget left) → tokens it would take
 
@@ -140,19 +139,12 @@ class DecodeLane(DecodeCohort):
         return self.next_finish() - self.tick - 1
 
     def plan_alone(self, plan: StepPlan) -> None:
-        """Make ``plan`` (reused from step to step) the next decode-run step's."""
-        plan.cohort = plan.decode_tokens = plan.kv_read_tokens = 0
-        plan.add_members(self.size, self.context)
+        """Make ``plan`` (reused from step to step) the next decode-run step's: only the
+        members decode (``StepPlan.add_members`` on an empty plan, inline: once per step)."""
+        size = plan.cohort = plan.decode_tokens = self.size
+        plan.kv_read_tokens = self.context + size
 
     # give the members at a block boundary their blocks; False (nothing changed) when too few
     # are free (the decode run ends and the scheduler takes the step): take_blocks without a
     # victim callback (an alias, not a wrapper: one call per decode-run step)
     take_blocks_alone = DecodeCohort.take_blocks
-
-    def complete_alone_step(self, now: float) -> list[Seq]:
-        """The members decoded in a decode-run step that ended at ``now``; none sampled its
-        last token (:meth:`steps_before_finish`). Returns the members that filled a block."""
-        ended, filled = self.advance(now)
-        if ended:
-            raise InvariantViolation("a decode run ends before its first finish")
-        return filled

@@ -98,9 +98,6 @@ class VllmV0Scheduler(SchedulerBase):
     def has_work(self) -> bool:
         return bool(self.running) or len(self.waiting) > 0 or bool(self.swapped)
 
-    def queue_lengths(self) -> tuple[int, int, int]:
-        return len(self.waiting), len(self.running), len(self.swapped)
-
     def schedule(self, now: float) -> StepPlan:
         plan = StepPlan()
         self._decoded_groups.clear()
