@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Literal, Protocol
 
 from simkv.config.policy import VictimPolicy
@@ -35,17 +36,19 @@ class FcfsQueue(deque[Seq]):
         return self[0]
 
 
-class PriorityQueue:
-    """Ordered by ``(priority, arrival_s, req_id)``: lower value first (vLLM's priority policy).
+class OrderedQueue:
+    """Ordered by ``(rank(seq), arrival_s, req_id)``: lower first (a heap). A request's rank
+    is taken when it is pushed; a preempted request simply re-enters at its place.
 
-    A preempted request simply re-enters at its place in that order.
+    ``rank=priority`` is vLLM's priority policy (:func:`make_queue`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, rank: Callable[[Seq], int]) -> None:
+        self._rank = rank
         self._heap: list[tuple[int, float, int, Seq]] = []
 
     def push(self, seq: Seq) -> None:
-        heapq.heappush(self._heap, (seq.priority, seq.arrival_s, seq.req_id, seq))
+        heapq.heappush(self._heap, (self._rank(seq), seq.arrival_s, seq.req_id, seq))
 
     push_front = push
 
@@ -61,7 +64,7 @@ class PriorityQueue:
 
 def make_queue(policy: Literal["fcfs", "priority"]) -> WaitingQueue:
     """The waiting queue for a queue policy name."""
-    return PriorityQueue() if policy == "priority" else FcfsQueue()
+    return OrderedQueue(attrgetter("priority")) if policy == "priority" else FcfsQueue()
 
 
 def _index_of_victim(candidates: Sequence[Seq], key: Callable[[int, Seq], object]) -> int:

@@ -11,37 +11,12 @@ preempted request re-enters at its place in that order. Neither vLLM nor SGLang 
 
 from __future__ import annotations
 
-import heapq
+from operator import attrgetter
 
 from simkv.config.policy import ShortestFirstConfig, VllmV1Config
-from simkv.engine.queues import WaitingQueue
+from simkv.engine.queues import OrderedQueue, WaitingQueue
 from simkv.engine.registry import register
 from simkv.engine.schedulers.vllm_v1 import VllmV1Scheduler
-from simkv.engine.sequence import Seq
-
-
-class ShortestFirstQueue:
-    """Waiting requests ordered by ``(num_tokens, arrival_s, req_id)`` (a heap).
-
-    A request's key is taken when it is pushed; ``num_tokens`` does not change while it waits.
-    """
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, float, int, Seq]] = []
-
-    def push(self, seq: Seq) -> None:
-        heapq.heappush(self._heap, (seq.num_tokens, seq.arrival_s, seq.req_id, seq))
-
-    push_front = push  # a preempted request re-enters at its place
-
-    def peek(self) -> Seq:
-        return self._heap[0][3]
-
-    def pop(self) -> Seq:
-        return heapq.heappop(self._heap)[3]
-
-    def __len__(self) -> int:
-        return len(self._heap)
 
 
 @register(ShortestFirstConfig)
@@ -50,4 +25,4 @@ class ShortestFirstScheduler(VllmV1Scheduler):
 
     @classmethod
     def waiting_queue(cls, cfg: VllmV1Config) -> WaitingQueue:
-        return ShortestFirstQueue()
+        return OrderedQueue(attrgetter("num_tokens"))
