@@ -7,7 +7,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 TESTSTAMP = $(VENV)/.installed-test
 
-.PHONY: demo waste test fuzz bench install clean
+.PHONY: demo waste test fuzz readme bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ test: $(TESTSTAMP)
 
 fuzz: $(TESTSTAMP)
 	$(BIN)/pytest -m fuzz
+
+readme: $(TESTSTAMP)
+	$(BIN)/pytest -m readme
 
 clean:
 	rm -rf $(VENV) reports/*/
