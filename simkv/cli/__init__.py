@@ -5,6 +5,9 @@ group holds the commands, registered here in the order the help lists them. The 
 imported inside each command, so ``simkv --help`` loads neither the engine nor the reports.
 """
 
+import os
+import sys
+
 from simkv.cli import measured, runs, sweeps, waste
 from simkv.cli.common import app
 
@@ -19,3 +22,21 @@ app.command()(measured.compare)
 app.command()(measured.calibrate)
 
 __all__ = ["app"]
+
+
+def main() -> None:
+    """The ``simkv`` entry point: :data:`app`, except that a command refused for bad input
+    (exit code 2, its one line already written) leaves with ``os._exit`` once its output is
+    flushed. That skips the interpreter's teardown of native thread pools: a pyarrow read
+    just before the refusal can leave pool threads starting up, and tearing them down then
+    has been seen to abort the process ("terminate called without an active exception",
+    exit -6) instead of exiting 2. Input errors are found before any worker or Ray session
+    starts, so nothing is left for teardown to do."""
+    try:
+        app()
+    except SystemExit as exit_:
+        if exit_.code == 2:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(2)
+        raise
