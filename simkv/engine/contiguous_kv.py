@@ -80,6 +80,14 @@ class ContiguousSchedulerBase(SchedulerBase):
             return
         self.waiting.push(seq)
 
+    def _admit_head(self, now: float) -> Seq:
+        """Admit the waiting head (its reservation fits: ``kv.can_reserve``); returns it."""
+        seq = self.waiting.pop()
+        self.kv.reserve(seq)
+        self.running.append(seq)
+        self._mark_scheduled(seq, now)
+        return seq
+
     def _set_demand(self) -> None:
         """External fragmentation is judged against the head-of-queue request's reservation."""
         waiting = self.waiting

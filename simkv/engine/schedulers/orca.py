@@ -44,10 +44,6 @@ class OrcaScheduler(ContiguousSchedulerBase):
                 break
             if not self.kv.can_reserve(seq):
                 break
-            waiting.pop()
-            self.kv.reserve(seq)
-            self.running.append(seq)
-            self._mark_scheduled(seq, now)
-            plan.add(seq, seq.num_tokens)
+            plan.add(self._admit_head(now), seq.num_tokens)
         self._set_demand()
         return plan

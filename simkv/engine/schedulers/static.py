@@ -58,10 +58,7 @@ class StaticScheduler(ContiguousSchedulerBase):
             seq = waiting.peek()
             if not self.kv.can_reserve(seq):
                 break
-            waiting.pop()
-            self.kv.reserve(seq)
-            self.running.append(seq)
-            self._mark_scheduled(seq, now)
+            self._admit_head(now)
 
     def _on_output_complete(self, seq: Seq, now: float) -> None:
         self._done.append(seq)
