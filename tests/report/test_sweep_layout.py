@@ -58,7 +58,7 @@ def _shrunk(sweep: Path, folder: Path) -> Path:
     return path
 
 
-TIMEOUT_S = 60.0  # every DevTools read of the session comes within this of its start
+TIMEOUT_S = 60.0  # a DevTools read waiting this long for the browser gives up (hang guard)
 
 
 @pytest.fixture(scope="module")
