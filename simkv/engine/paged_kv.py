@@ -11,11 +11,22 @@ multi-sequence requests (:mod:`simkv.engine.groups`) add each sequence's compute
 reference), so token states count a shared block once.
 
 With prefix caching (``"hash"``: vLLM 0.11; ``"radix"``: SGLang-style; see
-:mod:`simkv.kv.prefix_cache`) the cache is the allocator's free queue; full computed blocks are
-registered under their content keys after each step, and an admission starts from the longest
-cached prefix (at most ``num_tokens - 1`` tokens, whole blocks).
+:mod:`simkv.kv.prefix_cache`) the cache is the allocator's free queue, and an admission starts
+from the longest cached prefix (at most ``num_tokens - 1`` tokens, whole blocks). Full blocks
+are registered under their content keys: with ``"hash"``, when they are allocated, as vLLM
+0.11's ``KVCacheManager.allocate_slots`` calls ``cache_blocks`` for every block the scheduled
+tokens fill (so two requests with the same prompt admitted in one step share its blocks in
+that step); a decode that fills its own partial block, and a request with private keys (which
+no other request can hit), register after the step, which nobody can tell apart; a freed
+request registers what was scheduled. With ``"radix"``, after each step, once computed.
 
-Invariants (checked by :meth:`check`): the allocator's own invariants; GPU refcounts equal the
+The null block (``null_block=True``, vLLM V1): block 0 is taken at construction and never
+freed, as vLLM 0.11's ``BlockPool`` reserves it; the usable pool is ``num_blocks - 1`` blocks
+and the step rows' used blocks and waste slots leave it out (``BlockPool.get_usage`` divides
+by ``num_gpu_blocks - 1``).
+
+Invariants (checked by :meth:`check`): the allocator's own invariants (the null block held
+once); GPU refcounts equal the
 references from every GPU-resident table (every table of every resident group), CPU refcounts
 those from swapped-out tables; ``written_tokens``, ``internal_slots``, ``shared_tokens`` and
 ``fork_dup_tokens`` equal their definitions recomputed from the resident requests.
@@ -30,6 +41,7 @@ from simkv.engine.paged_swap import SwapSide
 from simkv.engine.plan import StepPlan
 from simkv.engine.sequence import Seq, Status
 from simkv.kv.allocator import BlockAllocator, BlockId, InvariantViolation, ReuseOrder
+from simkv.kv.block_table import SequenceTable
 from simkv.kv.prefix_cache import HashPrefixCache, PrefixCache, RadixPrefixCache
 from simkv.kv.swap import AllocStatus, SwapPool
 from simkv.kv.waste import WasteBreakdown, unwritten_slots
@@ -50,13 +62,17 @@ class PagedKV(SwapSide):
         block_bytes: int = 0,
         prefix_caching: PrefixCaching = "none",
         cache: PrefixCache | None = None,
+        null_block: bool = False,
     ) -> None:
-        """``cache``: a prefix cache (eviction policy) to use instead of a named one."""
+        """``cache``: a prefix cache (eviction policy) to use instead of a named one;
+        ``null_block``: reserve block 0 (see the module docstring)."""
         if cache is None and prefix_caching == "hash":
             cache = HashPrefixCache(num_blocks, reuse)
         elif cache is None and prefix_caching == "radix":
             cache = RadixPrefixCache(num_blocks)
         self.cache: PrefixCache | None = cache
+        # vLLM 0.11's hash cache registers blocks when they are allocated (module docstring)
+        self.cache_on_alloc = isinstance(cache, HashPrefixCache)
         self.gpu = BlockAllocator(num_blocks, block_size, reuse=reuse, free_queue=self.cache)
         self._refs = self.gpu.refcounts
         self.refcounts = self._refs  # read-only view for the schedulers' hot paths
@@ -67,6 +83,19 @@ class PagedKV(SwapSide):
         self.written_tokens = 0
         self.internal_slots = 0
         self.fork_dup_tokens = 0
+        self.null_blocks = 0
+        if null_block:
+            self._reserve_null_block()
+
+    def _reserve_null_block(self) -> None:
+        """Take block 0 for good: vLLM 0.11's ``BlockPool.__init__`` pops it off the head of
+        the free queue as the null block (a placeholder in block tables, never freed)."""
+        if self.gpu.num_blocks < 2:
+            raise InvariantViolation("a pool with a null block needs at least two blocks")
+        block = self.gpu.alloc()
+        if block != 0:
+            raise InvariantViolation(f"the null block is block {block}, not 0")
+        self.null_blocks = 1
 
     def _internal(self, seq: Seq) -> int:
         return unwritten_slots(len(seq.table.block_ids), self.block_size, seq.final_kv_tokens)
@@ -107,7 +136,11 @@ class PagedKV(SwapSide):
                 self.internal_slots += unwritten_slots(len(ids), bs, final) - unwritten_slots(
                     before, bs, final
                 )
-        table.length = length + num_new
+        table.length = length = length + num_new
+        if self.cache_on_alloc:
+            keys = seq.keys
+            if keys is not None and keys.owner is None and length // bs > seq.cached_upto:
+                self._register(seq, length)
         return True
 
     def grow_decodes(self, seqs: list[Seq], blocks: list[BlockId]) -> bool:
@@ -147,7 +180,9 @@ class PagedKV(SwapSide):
         self.internal_slots -= self._internal(seq)
         table, keys = seq.table, seq.keys
         if self.cache is not None and keys is not None:
-            self._register(seq)  # the cache notes a private owner's blocks as they are freed
+            # the cache notes a private owner's blocks as they are freed; with caching at
+            # allocation, a victim scheduled earlier in this step has its new blocks cached
+            self._register(seq, table.length if self.cache_on_alloc else seq.num_computed)
             shared = self.gpu.release(table.block_ids, keys.owner, seq.cached_upto)
         else:
             shared = self.gpu.release(table.block_ids)
@@ -222,10 +257,11 @@ class PagedKV(SwapSide):
         bs = self.block_size
         for seq in seqs:
             if seq.status is Status.RUNNING and seq.num_computed // bs > seq.cached_upto:
-                self._register(seq)
+                self._register(seq, seq.num_computed)
 
-    def _register(self, seq: Seq) -> None:
-        cache, full = self.cache, seq.num_computed // self.block_size
+    def _register(self, seq: Seq, tokens: int) -> None:
+        """Register ``seq``'s blocks full up to its first ``tokens`` tokens."""
+        cache, full = self.cache, tokens // self.block_size
         if cache is None or seq.keys is None or full <= seq.cached_upto:
             return
         cache.insert_stream(seq.keys, seq.table.block_ids, seq.cached_upto, full)
@@ -250,7 +286,7 @@ class PagedKV(SwapSide):
         slots saved by sharing, evictions so far."""
         gpu, cache, swap = self.gpu, self.cache, self.swap
         return (
-            gpu.used_blocks, gpu.free_blocks, *self.slots(),
+            gpu.used_blocks - self.null_blocks, gpu.free_blocks, *self.slots(),
             0 if swap is None else swap.used_blocks,
             0 if cache is None else cache.cached_blocks, self.shared_tokens,
             0 if cache is None else cache.evictions,
@@ -260,13 +296,17 @@ class PagedKV(SwapSide):
         """:meth:`breakdown`'s five counts, unchecked (the per-step recording path)."""
         bs, gpu, internal = self.block_size, self.gpu, self.internal_slots
         tokens = self.written_tokens - self.shared_tokens - self.fork_dup_tokens
-        return tokens, gpu.used_blocks * bs - tokens - internal, internal, 0, gpu.free_blocks * bs
+        used = (gpu.used_blocks - self.null_blocks) * bs
+        return tokens, used - tokens - internal, internal, 0, gpu.free_blocks * bs
 
     def check(self, gpu_seqs: Iterable[Seq], cpu_seqs: Iterable[Seq] = ()) -> None:
         """Raise ``InvariantViolation`` unless every invariant of the module docstring holds (tests
         call this after every step)."""
         gpu_seqs = list(gpu_seqs)
-        self.gpu.check([t for s in gpu_seqs for t in groups.tables_of(s)])
+        tables = [t for s in gpu_seqs for t in groups.tables_of(s)]
+        if self.null_blocks:  # the null block's one reference, as a one-block table
+            tables.append(SequenceTable(self.block_size, [BlockId(0)], self.block_size))
+        self.gpu.check(tables)
         if self.swap is not None:
             self.swap.cpu.check([t for s in cpu_seqs for t in groups.tables_of(s)])
         bs, written, internal, dup = self.block_size, 0, 0, 0
