@@ -72,7 +72,7 @@ class PagedKV(SwapSide):
             cache = RadixPrefixCache(num_blocks)
         self.cache: PrefixCache | None = cache
         # vLLM 0.11's hash cache registers blocks when they are allocated (module docstring)
-        self.cache_on_alloc = isinstance(cache, HashPrefixCache)
+        self.cache_on_alloc = cache is not None and prefix_caching == "hash"
         self.gpu = BlockAllocator(num_blocks, block_size, reuse=reuse, free_queue=self.cache)
         self._refs = self.gpu.refcounts
         self.refcounts = self._refs  # read-only view for the schedulers' hot paths
