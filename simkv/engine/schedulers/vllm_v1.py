@@ -1,16 +1,25 @@
-"""vLLM V1 scheduler, following vLLM 0.11's ``Scheduler.schedule`` (chunked prefill on).
+"""vLLM V1 scheduler, following vLLM 0.11's ``Scheduler.schedule`` (``v1/core/sched/scheduler.py``).
 
-Per step, one token budget (``max_num_batched_tokens``) is shared by prefill chunks and decodes:
+Per step, one token budget (``max_num_batched_tokens``; unset: 8192, or ``max_model_len`` with
+chunked prefill off, as vLLM 0.11's ``EngineArgs``) is shared by prefill chunks and decodes:
 
 1. Running requests first, in admission order. Each gets ``min(remaining known tokens,
-   long_prefill_token_threshold if set, budget)`` tokens. When its blocks cannot be allocated,
-   a victim is preempted by recompute (``newest`` = last admitted under FCFS,
-   ``lowest_priority`` under the priority policy) and put back at the head of the waiting queue;
-   if the victim is the request itself, the running pass stops.
+   long_prefill_token_threshold if set, budget)`` tokens (chunked prefill on or off). When its
+   blocks cannot be allocated, a victim is preempted by recompute (``newest`` = last admitted
+   under FCFS, ``lowest_priority`` = largest (priority, arrival) under the priority policy,
+   vLLM's own choice when ``preemption.victim`` is unset) and put back at the head of the
+   waiting queue; if the victim is the request itself, the running pass stops.
 2. Waiting requests only if nothing was preempted in this step, while fewer than
-   ``max_num_seqs`` run and budget remains. A failed allocation stops admission for the step.
+   ``max_num_seqs`` run and budget remains. The threshold caps a request's chunk first; with
+   chunked prefill on the chunk is then cut to the budget left; with it off a request whose
+   chunk exceeds the budget left is set aside and the next one tried (``vllm_version: 0.11``,
+   the default; the set-aside ones return to the head afterwards, the last one first) or
+   admission stops (``vllm_version: upstream``: vLLM after PR #28911). A failed allocation
+   stops admission for the step.
 
-There is no watermark and no swapping in V1: KV that cannot be kept is recomputed.
+There is no watermark and no swapping in V1: KV that cannot be kept is recomputed. The KV
+memory (:class:`~simkv.engine.paged_kv.PagedKV`) reserves block 0 as vLLM's null block and
+caches full blocks as they are allocated (vLLM 0.11's ``KVCacheManager.allocate_slots``).
 
 Victims. vLLM has only ``newest`` (FCFS) and ``lowest_priority`` (priority policy); ``oldest``,
 ``longest`` and ``fewest_blocks`` are simkv what-if policies. Under them a preempted request
