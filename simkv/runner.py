@@ -147,20 +147,26 @@ def check_fits_longest(cfg: SimConfig, workload: Workload, sizing: KVSizing) -> 
     preempt itself forever. vLLM's start-up check counts the null block as room
     (``kv_cache_utils.check_enough_kv_cache_memory``), so a pool of exactly ``max_model_len``
     tokens passes it and a longest request then stalls; simkv refuses such a config."""
-    if cfg.scheduler.traits.memory != "paged" or not len(workload.prompt_tokens):
+    if cfg.scheduler.traits.memory != "paged":
         return
     max_len, bs = cfg.model.max_model_len, sizing.block_size
     prompts = workload.prompt_tokens.astype(np.int64)
     total = np.minimum(prompts + workload.output_tokens, max_len)[prompts < max_len]
+    longest = int(total.max()) if total.size else 1
+    need = max(1, -(-(longest - 1) // bs))
     usable = usable_blocks(cfg, sizing)
-    if total.size and -(-(int(total.max()) - 1) // bs) > usable:
-        need = -(-(int(total.max()) - 1) // bs)
-        held = " (one is vLLM V1's null block)" if cfg.scheduler.traits.null_block else ""
+    if need > usable:
+        null = cfg.scheduler.traits.null_block
+        held = " (one is vLLM V1's null block)" if null else ""
+        why = (
+            f"a request of {longest} tokens needs {need} and could never finish"
+            if total.size
+            else "no request could run"
+        )
         raise InputError(
-            f"{sizing.num_blocks} blocks{held} leave {usable} for requests, but a request of "
-            f"{int(total.max())} tokens needs {need} and could never finish (the run would "
-            f"stall); give the KV cache at least {need + cfg.scheduler.traits.null_block} "
-            "blocks or lower model.max_model_len",
+            f"{sizing.num_blocks} blocks{held} leave {usable} for requests, but {why} (the "
+            f"run would stall); give the KV cache at least {need + null} blocks or lower "
+            "model.max_model_len",
             field="kv_cache",
         )
 

@@ -199,6 +199,17 @@ def test_a_pool_whose_usable_blocks_cannot_hold_a_request_is_refused(tmp_path: P
     assert "at least 5 blocks" in line
 
 
+def test_a_pool_of_only_the_null_block_is_refused(tmp_path: Path) -> None:
+    """One block of 64 passes vLLM's memory check for max_model_len 64, and is the null
+    block: nothing is left for requests (even when every prompt is too long to run)."""
+    config = _write_run(tmp_path, [(0, 100, 5, 0)], {"kind": "vllm_v1"}, num_blocks=1,
+                        max_model_len=64, block_size=64)  # fmt: skip
+    result = runner.invoke(app, ["run", str(config), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    (line,) = result.output.strip().splitlines()
+    assert "leave 0 for requests" in line and "at least 2 blocks" in line
+
+
 # -- rule 4: the priority policy's victim -----------------------------------------------------
 @pytest.mark.parametrize("victim", [None, "lowest_priority", "newest"])
 def test_priority_policy_preempts_by_priority_then_arrival(
