@@ -286,7 +286,7 @@ def test_budgets_vllm_refuses_are_config_errors(
     assert f"{config}:{key_line} {message}" in line
 
 
-# -- rule 9: shipped configs ------------------------------------------------------------------
+# -- rule 5: the configs simkv ships --------------------------------------------------------
 def test_every_shipped_config_is_one_vllm_would_start() -> None:
     """Every ``configs/**`` run config validates (with the budget refusals above)."""
     from simkv.config.sim import load_config
