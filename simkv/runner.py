@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from simkv.config.limits import MAX_BLOCKS
-from simkv.config.policy import OrcaConfig, VllmV1Config
+from simkv.config.policy import OrcaConfig
 from simkv.config.sim import GIB, SimConfig, dump_resolved
 from simkv.engine.capacity import (
     InsufficientMemory,
@@ -104,13 +104,10 @@ def _check_fits_max_len(cfg: SimConfig, sizing: KVSizing) -> None:
 
 def _prompt_limit(cfg: SimConfig) -> tuple[int, str] | None:
     """(the longest prompt the scheduler can ever admit, the key that sets it), or None when
-    any prompt below ``max_model_len`` can be admitted (vllm_v0 rejects longer ones)."""
+    any prompt below ``max_model_len`` can be admitted (vllm_v0 rejects longer ones; vllm_v1
+    has a budget of at least ``max_model_len`` with chunked prefill off, as vLLM 0.11 requires:
+    ``simkv.config.policy.v1_budget_problems``)."""
     sched = cfg.scheduler
-    if isinstance(sched, VllmV1Config) and not sched.enable_chunked_prefill:
-        threshold = sched.long_prefill_token_threshold
-        if 0 < threshold < sched.max_num_batched_tokens:
-            return threshold, "scheduler.long_prefill_token_threshold"
-        return sched.max_num_batched_tokens, "scheduler.max_num_batched_tokens"
     if isinstance(sched, OrcaConfig) and sched.max_num_batched_tokens is not None:
         return sched.max_num_batched_tokens, "scheduler.max_num_batched_tokens"
     return None
@@ -133,9 +130,44 @@ def check_schedulable(cfg: SimConfig, workload: Workload) -> None:
         longest = int(admissible.max())
         raise InputError(
             f"{tokens} tokens, but a prompt of {longest} tokens can never be scheduled whole "
-            f"and the run would stall; raise {key.split('.')[-1]} to at least {longest}"
-            + (" or enable chunked prefill" if isinstance(cfg.scheduler, VllmV1Config) else ""),
+            f"and the run would stall; raise {key.split('.')[-1]} to at least {longest}",
             field=key,
+        )
+
+
+def usable_blocks(cfg: SimConfig, sizing: KVSizing) -> int:
+    """The blocks requests can hold: the pool less vLLM V1's null block where the scheduler
+    has one (``SchedulerTraits.null_block``)."""
+    return sizing.num_blocks - cfg.scheduler.traits.null_block
+
+
+def check_fits_longest(cfg: SimConfig, workload: Workload, sizing: KVSizing) -> None:
+    """A request whose KV (prompt plus output, as truncated to ``max_model_len``, less the
+    last sampled token) needs more blocks than the usable pool could never finish: it would
+    preempt itself forever. vLLM's start-up check counts the null block as room
+    (``kv_cache_utils.check_enough_kv_cache_memory``), so a pool of exactly ``max_model_len``
+    tokens passes it and a longest request then stalls; simkv refuses such a config."""
+    if cfg.scheduler.traits.memory != "paged":
+        return
+    max_len, bs = cfg.model.max_model_len, sizing.block_size
+    prompts = workload.prompt_tokens.astype(np.int64)
+    total = np.minimum(prompts + workload.output_tokens, max_len)[prompts < max_len]
+    longest = int(total.max()) if total.size else 1
+    need = max(1, -(-(longest - 1) // bs))
+    usable = usable_blocks(cfg, sizing)
+    if need > usable:
+        null = cfg.scheduler.traits.null_block
+        held = " (one is vLLM V1's null block)" if null else ""
+        why = (
+            f"a request of {longest} tokens needs {need} and could never finish"
+            if total.size
+            else "no request could run"
+        )
+        raise InputError(
+            f"{sizing.num_blocks} blocks{held} leave {usable} for requests, but {why} (the "
+            f"run would stall); give the KV cache at least {need + null} blocks or lower "
+            "model.max_model_len",
+            field="kv_cache",
         )
 
 
@@ -166,6 +198,8 @@ def _checked_inputs(
     if workload is not None:
         try:
             check_schedulable(cfg, workload)
+            if sizing is not None:
+                check_fits_longest(cfg, workload, sizing)
         except InputError as err:
             errors.append(err)
     if errors or workload is None or sizing is None:
@@ -230,7 +264,7 @@ def simulate(
     )  # fmt: skip
     engine.run()
     frames = engine.recorder.frames()
-    capacity = sizing.num_blocks
+    capacity = usable_blocks(cfg, sizing)
     if cfg.scheduler.traits.memory == "contiguous":
         capacity = sizing.token_slots  # contiguous memory is accounted in slots
     summary = summarize(frames, cfg.slo, capacity, percentiles)

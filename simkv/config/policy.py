@@ -28,7 +28,9 @@ class SchedulerTraits:
     ``prefix_caching``: runs with a prefix cache (and has it on by default, as vLLM 0.11);
     ``swap``: may preempt by swapping to CPU; ``multi_sequence``: runs requests with
     ``workload.sampling`` (n > 1, beams); ``priority_victim``: knows ``lowest_priority``;
-    ``engine_defaults``: takes the engine settings a measured profile fills in (vLLM V1 keys).
+    ``engine_defaults``: takes the engine settings a measured profile fills in (vLLM V1 keys);
+    ``null_block``: block 0 of the paged pool is reserved (vLLM V1's null block), so
+    ``num_blocks - 1`` blocks are usable.
     """
 
     memory: Literal["paged", "contiguous"]
@@ -37,6 +39,7 @@ class SchedulerTraits:
     multi_sequence: bool = False
     priority_victim: bool = False
     engine_defaults: bool = False
+    null_block: bool = False
 
 
 class PreemptionConfig(Frozen):
@@ -47,27 +50,60 @@ class PreemptionConfig(Frozen):
         description="auto = vLLM v0's rule: recompute single-sequence requests, swap "
         "multi-sequence ones; vllm_v1 only recomputes (as vLLM 0.11)",
     )
-    victim: VictimPolicy = Field(
-        "newest",
-        description="newest = most recently admitted (vLLM); lowest_priority = vLLM 0.11 "
-        "priority policy; oldest / longest / fewest_blocks for what-if studies",
+    victim: VictimPolicy | None = Field(
+        None,
+        description="None = vLLM's own choice: lowest_priority under a scheduler's "
+        "policy: priority (vLLM 0.11 v1/core/sched/scheduler.py Scheduler.schedule picks by "
+        "(priority, arrival)), newest (most recently admitted) otherwise; oldest / longest / "
+        "fewest_blocks for what-if studies",
     )
+
+    def victim_for(self, policy: str) -> VictimPolicy:
+        """The victim policy in effect under the waiting-queue ``policy`` (``fcfs`` or
+        ``priority``): the configured one, else vLLM's (see ``victim``)."""
+        if self.victim is not None:
+            return self.victim
+        return "lowest_priority" if policy == "priority" else "newest"
 
 
 class VllmV1Config(Frozen):
     """vLLM 0.11 (V1 engine) scheduler: one token budget for prefill chunks and decodes."""
 
     traits: ClassVar[SchedulerTraits] = SchedulerTraits(
-        "paged", prefix_caching=True, priority_victim=True, engine_defaults=True
+        "paged", prefix_caching=True, priority_victim=True, engine_defaults=True, null_block=True
     )
     kind: Literal["vllm_v1"]
-    max_num_seqs: int = Field(256, ge=1, description="max running requests")
-    max_num_batched_tokens: int = Field(8192, ge=1, description="token budget per step")
+    default_budget: ClassVar[int] = 8192  # max_num_batched_tokens with chunked prefill
+    default_max_seqs: ClassVar[int] = 256  # max_num_seqs cap when unset
+    max_num_seqs: int | None = Field(
+        None,
+        ge=1,
+        description="max running requests; None = min(256, max_num_batched_tokens) (vLLM "
+        "0.11 engine/arg_utils.py EngineArgs._set_default_args, outside H100-class GPUs); "
+        "filled in by the run config (SimConfig)",
+    )
+    max_num_batched_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="token budget per step; None = 8192 with chunked prefill, "
+        "model.max_model_len without (vLLM 0.11 engine/arg_utils.py "
+        "EngineArgs._set_default_args); filled in by the run config (SimConfig). Must be >= "
+        "max_num_seqs, and >= model.max_model_len with chunked prefill off (vLLM 0.11 "
+        "config/scheduler.py SchedulerConfig._verify_args refuses the rest)",
+    )
     long_prefill_token_threshold: int = Field(
         0, ge=0, description="cap on one request's prefill chunk per step (0 = off)"
     )
     enable_chunked_prefill: bool = True
     policy: Literal["fcfs", "priority"] = "fcfs"
+    vllm_version: Literal["0.11", "upstream"] = Field(
+        "0.11",
+        description="whose rule to follow where vLLM versions differ: 0.11 = with chunked "
+        "prefill off, a waiting request whose next chunk exceeds the budget left is set "
+        "aside and admission goes on with the next one (vLLM 0.11 v1/core/sched/scheduler.py "
+        "Scheduler.schedule); upstream = admission stops at it (vLLM PR #28911, merged "
+        "2025-11-18, after 0.11)",
+    )
     reserve_full_prompt: bool = Field(
         False,
         description="admit a waiting request only when blocks for all its tokens are free "
@@ -76,12 +112,53 @@ class VllmV1Config(Frozen):
     )
 
 
+def v1_budget(cfg: VllmV1Config, max_model_len: int) -> int:
+    """The token budget per step of ``cfg``: its ``max_num_batched_tokens``, else vLLM 0.11's
+    default (``engine/arg_utils.py`` ``EngineArgs._set_default_args``): ``max_model_len``
+    with chunked prefill off, :attr:`VllmV1Config.default_budget` with it on."""
+    if cfg.max_num_batched_tokens is not None:
+        return cfg.max_num_batched_tokens
+    return cfg.default_budget if cfg.enable_chunked_prefill else max_model_len
+
+
+def v1_max_seqs(cfg: VllmV1Config, max_model_len: int) -> int:
+    """The running-request cap of ``cfg``: its ``max_num_seqs``, else vLLM 0.11's default,
+    ``min(256, budget)`` (``engine/arg_utils.py`` ``EngineArgs._set_default_args``)."""
+    if cfg.max_num_seqs is not None:
+        return cfg.max_num_seqs
+    return min(cfg.default_max_seqs, v1_budget(cfg, max_model_len))
+
+
+def v1_budget_problems(cfg: VllmV1Config, max_model_len: int) -> list[str]:
+    """What vLLM 0.11 refuses at start-up (``config/scheduler.py``
+    ``SchedulerConfig._verify_args``): a budget below ``max_model_len`` with chunked prefill
+    off (no prompt longer than the budget could ever run), a budget below ``max_num_seqs``."""
+    budget, seqs = v1_budget(cfg, max_model_len), v1_max_seqs(cfg, max_model_len)
+    key = "scheduler.max_num_batched_tokens"
+    if not cfg.enable_chunked_prefill and budget < max_model_len:
+        return [
+            f"{key} {budget} is below model.max_model_len {max_model_len} with chunked "
+            "prefill off, which vLLM refuses at start-up (a longer prompt could never run); "
+            f"raise it to {max_model_len} (or leave it unset: it then defaults to "
+            "max_model_len), lower model.max_model_len or set "
+            "scheduler.enable_chunked_prefill: true"
+        ]
+    if budget < seqs:
+        return [
+            f"{key} {budget} is below scheduler.max_num_seqs {seqs}, which vLLM refuses at "
+            f"start-up; raise it to at least {seqs} or lower max_num_seqs"
+        ]
+    return []
+
+
 class ShortestFirstConfig(VllmV1Config):
     """vLLM V1's step rules with shortest-first admission: the waiting request with the
     fewest tokens to compute goes first (a what-if policy; neither vLLM nor SGLang has it).
     Long prompts can starve while short ones keep arriving."""
 
-    traits: ClassVar[SchedulerTraits] = SchedulerTraits("paged", prefix_caching=True)
+    traits: ClassVar[SchedulerTraits] = SchedulerTraits(
+        "paged", prefix_caching=True, null_block=True
+    )
     kind: Literal["shortest_first"]  # type: ignore[assignment]
     policy: Literal["fcfs"] = Field(
         "fcfs", description="unused: the waiting order is by tokens to compute"

@@ -21,7 +21,14 @@ from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.limits import FolderName
 from simkv.config.overrides import apply_overrides, apply_overrides_all, is_set, parent_of
-from simkv.config.policy import PreemptionConfig, SchedulerConfig, VllmV1Config, traits_of
+from simkv.config.policy import (
+    PreemptionConfig,
+    SchedulerConfig,
+    VllmV1Config,
+    traits_of,
+    v1_budget,
+    v1_max_seqs,
+)
 from simkv.config.profile import expand_profile
 from simkv.config.rules import RULE_SECTIONS, rule_problems
 from simkv.config.sections import GIB, KVCacheConfig, ParallelConfig, SLOConfig
@@ -72,6 +79,29 @@ class SimConfig(Frozen):
         problems = rule_problems({name: getattr(self, name) for name in RULE_SECTIONS})
         if problems:  # the first; load_config reports them all (simkv.config.rules)
             raise ValueError(problems[0])
+        return self._resolved()
+
+    def _resolved(self) -> SimConfig:
+        """Fill the defaults that depend on other sections, so the resolved config states
+        them: a vLLM V1 budget and running-request cap left unset
+        (``VllmV1Config.max_num_batched_tokens``, ``max_num_seqs``) and the victim policy
+        left unset (``PreemptionConfig.victim``). The model is frozen: the fields are set
+        once, here, before anyone sees it."""
+        sched, pre = self.scheduler, self.preemption
+        if isinstance(sched, VllmV1Config) and None in (
+            sched.max_num_batched_tokens,
+            sched.max_num_seqs,
+        ):
+            max_len = self.model.max_model_len
+            filled = {
+                "max_num_batched_tokens": v1_budget(sched, max_len),
+                "max_num_seqs": v1_max_seqs(sched, max_len),
+            }
+            object.__setattr__(self, "scheduler", sched.model_copy(update=filled))
+        if pre.victim is None:
+            policy = getattr(sched, "policy", "fcfs")
+            victim = pre.victim_for(policy)
+            object.__setattr__(self, "preemption", pre.model_copy(update={"victim": victim}))
         return self
 
 

@@ -11,11 +11,22 @@ multi-sequence requests (:mod:`simkv.engine.groups`) add each sequence's compute
 reference), so token states count a shared block once.
 
 With prefix caching (``"hash"``: vLLM 0.11; ``"radix"``: SGLang-style; see
-:mod:`simkv.kv.prefix_cache`) the cache is the allocator's free queue; full computed blocks are
-registered under their content keys after each step, and an admission starts from the longest
-cached prefix (at most ``num_tokens - 1`` tokens, whole blocks).
+:mod:`simkv.kv.prefix_cache`) the cache is the allocator's free queue, and an admission starts
+from the longest cached prefix (at most ``num_tokens - 1`` tokens, whole blocks). Full blocks
+are registered under their content keys: with ``"hash"``, when they are allocated, as vLLM
+0.11's ``KVCacheManager.allocate_slots`` calls ``cache_blocks`` for every block the scheduled
+tokens fill (so two requests with the same prompt admitted in one step share its blocks in
+that step); a decode that fills its own partial block, and a request with private keys (which
+no other request can hit), register after the step, which nobody can tell apart; a freed
+request registers what was scheduled. With ``"radix"``, after each step, once computed.
 
-Invariants (checked by :meth:`check`): the allocator's own invariants; GPU refcounts equal the
+The null block (``null_block=True``, vLLM V1): block 0 is taken at construction and never
+freed, as vLLM 0.11's ``BlockPool`` reserves it; the usable pool is ``num_blocks - 1`` blocks
+and the step rows' used blocks and waste slots leave it out (``BlockPool.get_usage`` divides
+by ``num_gpu_blocks - 1``).
+
+Invariants (checked by :meth:`check`): the allocator's own invariants (the null block held
+once); GPU refcounts equal the
 references from every GPU-resident table (every table of every resident group), CPU refcounts
 those from swapped-out tables; ``written_tokens``, ``internal_slots``, ``shared_tokens`` and
 ``fork_dup_tokens`` equal their definitions recomputed from the resident requests.
@@ -26,10 +37,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from simkv.engine import groups
+from simkv.engine.paged_prefix import PrefixSide
 from simkv.engine.paged_swap import SwapSide
 from simkv.engine.plan import StepPlan
-from simkv.engine.sequence import Seq, Status
+from simkv.engine.sequence import Seq
 from simkv.kv.allocator import BlockAllocator, BlockId, InvariantViolation, ReuseOrder
+from simkv.kv.block_table import SequenceTable
 from simkv.kv.prefix_cache import HashPrefixCache, PrefixCache, RadixPrefixCache
 from simkv.kv.swap import AllocStatus, SwapPool
 from simkv.kv.waste import WasteBreakdown, unwritten_slots
@@ -37,7 +50,7 @@ from simkv.kv.waste import WasteBreakdown, unwritten_slots
 PrefixCaching = str  # "none" | "hash" | "radix"
 
 
-class PagedKV(SwapSide):
+class PagedKV(SwapSide, PrefixSide):
     """GPU blocks + CPU swap pool + running waste sums for one simulation run."""
 
     def __init__(
@@ -50,13 +63,17 @@ class PagedKV(SwapSide):
         block_bytes: int = 0,
         prefix_caching: PrefixCaching = "none",
         cache: PrefixCache | None = None,
+        null_block: bool = False,
     ) -> None:
-        """``cache``: a prefix cache (eviction policy) to use instead of a named one."""
+        """``cache``: a prefix cache (eviction policy) to use instead of a named one;
+        ``null_block``: reserve block 0 (see the module docstring)."""
         if cache is None and prefix_caching == "hash":
             cache = HashPrefixCache(num_blocks, reuse)
         elif cache is None and prefix_caching == "radix":
             cache = RadixPrefixCache(num_blocks)
         self.cache: PrefixCache | None = cache
+        # vLLM 0.11's hash cache registers blocks when they are allocated (module docstring)
+        self.cache_on_alloc = cache is not None and prefix_caching == "hash"
         self.gpu = BlockAllocator(num_blocks, block_size, reuse=reuse, free_queue=self.cache)
         self._refs = self.gpu.refcounts
         self.refcounts = self._refs  # read-only view for the schedulers' hot paths
@@ -67,6 +84,19 @@ class PagedKV(SwapSide):
         self.written_tokens = 0
         self.internal_slots = 0
         self.fork_dup_tokens = 0
+        self.null_blocks = 0
+        if null_block:
+            self._reserve_null_block()
+
+    def _reserve_null_block(self) -> None:
+        """Take block 0 for good: vLLM 0.11's ``BlockPool.__init__`` pops it off the head of
+        the free queue as the null block (a placeholder in block tables, never freed)."""
+        if self.gpu.num_blocks < 2:
+            raise InvariantViolation("a pool with a null block needs at least two blocks")
+        block = self.gpu.alloc()
+        if block != 0:
+            raise InvariantViolation(f"the null block is block {block}, not 0")
+        self.null_blocks = 1
 
     def _internal(self, seq: Seq) -> int:
         return unwritten_slots(len(seq.table.block_ids), self.block_size, seq.final_kv_tokens)
@@ -107,7 +137,11 @@ class PagedKV(SwapSide):
                 self.internal_slots += unwritten_slots(len(ids), bs, final) - unwritten_slots(
                     before, bs, final
                 )
-        table.length = length + num_new
+        table.length = length = length + num_new
+        if self.cache_on_alloc:
+            keys = seq.keys
+            if keys is not None and keys.owner is None and length // bs > seq.cached_upto:
+                self._register(seq, length)
         return True
 
     def grow_decodes(self, seqs: list[Seq], blocks: list[BlockId]) -> bool:
@@ -147,7 +181,9 @@ class PagedKV(SwapSide):
         self.internal_slots -= self._internal(seq)
         table, keys = seq.table, seq.keys
         if self.cache is not None and keys is not None:
-            self._register(seq)  # the cache notes a private owner's blocks as they are freed
+            # the cache notes a private owner's blocks as they are freed; with caching at
+            # allocation, a victim scheduled earlier in this step has its new blocks cached
+            self._register(seq, table.length if self.cache_on_alloc else seq.num_computed)
             shared = self.gpu.release(table.block_ids, keys.owner, seq.cached_upto)
         else:
             shared = self.gpu.release(table.block_ids)
@@ -155,81 +191,6 @@ class PagedKV(SwapSide):
         table.block_ids = []
         table.length = 0
         seq.cached_upto = 0
-
-    def cached_prefix(self, seq: Seq) -> list[BlockId]:
-        """Blocks of the longest cached prefix of a request with nothing computed (vLLM's
-        ``get_computed_blocks``): whole blocks, at most ``num_tokens - 1`` tokens."""
-        if self.cache is None or seq.keys is None:
-            return []
-        limit = (seq.num_tokens - 1) // self.block_size
-        return self.cache.lookup_stream(seq.keys, limit)
-
-    def cannot_hit(self, seq: Seq) -> bool:
-        """Whether :meth:`cached_prefix` finds nothing for ``seq`` until it runs: no cache, no
-        keys, or private keys (only it can hit them) and it never held blocks."""
-        keys = self.cache is not None and seq.keys
-        return not keys or (keys.owner is not None and not seq.preemptions and not seq.swaps)
-
-    def _blocks_taken(self, hits: list[BlockId], num_tokens: int) -> int:
-        """Free blocks that holding ``num_tokens`` tokens on the cached ``hits`` uses up: the
-        blocks beyond the hits, plus each hit revived from the free queue (as in vLLM)."""
-        refs = self._refs
-        revived = sum(1 for block in hits if refs[block] == 0)
-        return -(-num_tokens // self.block_size) - len(hits) + revived
-
-    def fits_whole(self, seq: Seq, hits: list[BlockId]) -> bool:
-        """Whether blocks for all of ``seq``'s tokens are free beyond its cached ``hits``, the
-        check vLLM's ``KVCacheManager.allocate_slots`` makes with ``full_sequence_must_fit``."""
-        return self._blocks_taken(hits, seq.num_tokens) <= self.gpu.free_blocks
-
-    def allocate_with_prefix(self, seq: Seq, hits: list[BlockId], num_new: int) -> bool:
-        """Admit ``seq`` onto its cached ``hits`` plus room for ``num_new`` more tokens.
-
-        All or nothing: reviving a free cached block uses up a free block, as in vLLM.
-        """
-        if not hits:
-            return self.allocate_slots(seq, num_new)
-        refs, bs, gpu, keys = self._refs, self.block_size, self.gpu, seq.keys
-        cached = len(hits) * bs
-        if self._blocks_taken(hits, cached + num_new) > gpu.free_blocks:
-            return False
-        if keys is None:
-            raise InvariantViolation(f"cache hits for {seq} without keys")
-        if keys.owner is not None:  # private keys: its own free blocks, taken back at once
-            gpu.revive_many(hits, keys.owner)
-        else:
-            for block in hits:
-                if refs[block] == 0:
-                    gpu.revive(block)
-                else:
-                    gpu.incref(block)
-                    self.shared_tokens += bs
-        table = seq.table
-        table.block_ids = list(hits)
-        table.length = cached
-        seq.num_computed = cached
-        seq.cached_upto = len(hits)
-        self.written_tokens += cached
-        # the hits are full blocks, none past the final length: the one growth path from here
-        if not self.allocate_slots(seq, num_new):
-            raise InvariantViolation(f"{seq}: blocks counted free for its admission were not")
-        return True
-
-    def cache_computed(self, seqs: list[Seq]) -> None:
-        """Register the blocks the last step filled (full and computed) in the prefix cache."""
-        if self.cache is None:
-            return
-        bs = self.block_size
-        for seq in seqs:
-            if seq.status is Status.RUNNING and seq.num_computed // bs > seq.cached_upto:
-                self._register(seq)
-
-    def _register(self, seq: Seq) -> None:
-        cache, full = self.cache, seq.num_computed // self.block_size
-        if cache is None or seq.keys is None or full <= seq.cached_upto:
-            return
-        cache.insert_stream(seq.keys, seq.table.block_ids, seq.cached_upto, full)
-        seq.cached_upto = full
 
     def can_allocate(self, seq: Seq, watermark_blocks: int) -> AllocStatus:
         """vLLM v0 admission of a waiting request's whole prompt, keeping a watermark free."""
@@ -250,7 +211,7 @@ class PagedKV(SwapSide):
         slots saved by sharing, evictions so far."""
         gpu, cache, swap = self.gpu, self.cache, self.swap
         return (
-            gpu.used_blocks, gpu.free_blocks, *self.slots(),
+            gpu.used_blocks - self.null_blocks, gpu.free_blocks, *self.slots(),
             0 if swap is None else swap.used_blocks,
             0 if cache is None else cache.cached_blocks, self.shared_tokens,
             0 if cache is None else cache.evictions,
@@ -260,13 +221,17 @@ class PagedKV(SwapSide):
         """:meth:`breakdown`'s five counts, unchecked (the per-step recording path)."""
         bs, gpu, internal = self.block_size, self.gpu, self.internal_slots
         tokens = self.written_tokens - self.shared_tokens - self.fork_dup_tokens
-        return tokens, gpu.used_blocks * bs - tokens - internal, internal, 0, gpu.free_blocks * bs
+        used = (gpu.used_blocks - self.null_blocks) * bs
+        return tokens, used - tokens - internal, internal, 0, gpu.free_blocks * bs
 
     def check(self, gpu_seqs: Iterable[Seq], cpu_seqs: Iterable[Seq] = ()) -> None:
         """Raise ``InvariantViolation`` unless every invariant of the module docstring holds (tests
         call this after every step)."""
         gpu_seqs = list(gpu_seqs)
-        self.gpu.check([t for s in gpu_seqs for t in groups.tables_of(s)])
+        tables = [t for s in gpu_seqs for t in groups.tables_of(s)]
+        if self.null_blocks:  # the null block's one reference, as a one-block table
+            tables.append(SequenceTable(self.block_size, [BlockId(0)], self.block_size))
+        self.gpu.check(tables)
         if self.swap is not None:
             self.swap.cpu.check([t for s in cpu_seqs for t in groups.tables_of(s)])
         bs, written, internal, dup = self.block_size, 0, 0, 0

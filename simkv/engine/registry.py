@@ -75,13 +75,15 @@ def build_scheduler(cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> Sch
 
 
 def paged_memory(cfg: SimConfig, sizing: KVSizing) -> PagedKV:
-    """A paged scheduler's KV memory: the block pool, the prefix cache and, for a policy
-    that swaps (its traits), the CPU swap pool."""
+    """A paged scheduler's KV memory: the block pool (with vLLM V1's null block when its
+    traits say so), the prefix cache and, for a policy that swaps (its traits), the CPU swap
+    pool."""
     swaps = cfg.scheduler.traits.swap
     return PagedKV(
         sizing.num_blocks, sizing.block_size, reuse=cfg.kv_cache.reuse,
         swap_blocks=sizing.swap_blocks if swaps else 0, block_bytes=sizing.block_bytes,
         prefix_caching=cfg.kv_cache.prefix_caching or "none",
+        null_block=cfg.scheduler.traits.null_block,
     )  # fmt: skip
 
 

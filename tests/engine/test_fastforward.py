@@ -188,3 +188,60 @@ def test_checked_runs_keep_the_lane_on(kind: str) -> None:
     a, b = checked.recorder.frames(), plain.recorder.frames()
     pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
     pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
+
+
+# -- vLLM 0.11's edge rules under lazy decoding (tests/engine/test_vllm_conformance.py) ------
+@pytest.mark.parametrize("threshold", [0, 300])
+def test_lazy_decode_matches_with_chunked_prefill_off(threshold: int) -> None:
+    """Chunked prefill off, budget = max_model_len: long prompts wait over the budget left
+    while the cohort decodes, set aside (0.11: shorter ones behind them go first) or stopping
+    admission (upstream); with a threshold they run in threshold-sized chunks."""
+    ttft = []
+    for version in ("0.11", "upstream"):
+        extra = {"enable_chunked_prefill": False, "long_prefill_token_threshold": threshold,
+                 "vllm_version": version}  # fmt: skip
+        cfg = _config(11, 100.0, 20000, 16, "hash", 1200, 150, 60, extra=extra)
+        assert _assert_same(cfg) > 100
+        with tempfile.TemporaryDirectory() as tmp:
+            ttft.append(_run(cfg, Path(tmp), True)[2]["mean_ttft_ms"])
+    if not threshold:  # the set-aside rule really ran: the versions differ
+        assert ttft[0] != ttft[1]
+
+
+def test_lazy_decode_matches_with_blocks_cached_as_allocated() -> None:
+    """Bursts of requests on three shared prefixes: requests admitted in one step share the
+    blocks an earlier one allocated in that step (vLLM 0.11's caching at allocation)."""
+    cfg = _config(13, 200.0, 12000, 16, "hash", 8192, 150, 120)
+    assert _assert_same(cfg) > 100
+    with tempfile.TemporaryDirectory() as tmp:  # the rule ran: caching after the step differs
+        engine, _ = build_engine(cfg, Path(tmp))
+        engine.scheduler.kv.cache_on_alloc = False  # type: ignore[attr-defined]
+        engine.run()
+        after_step = engine.recorder.frames().steps.prefill_tokens.sum()
+        computed = _run(cfg, Path(tmp), True)[1].steps.prefill_tokens.sum()
+    assert computed < after_step
+
+
+def test_lazy_decode_matches_under_the_priority_policy_default_victim() -> None:
+    """``policy: priority`` with no victim set: vLLM's (priority, arrival) victim, under tight
+    memory, with the lane on (members are never that victim unless ``others_fit`` allows)."""
+    data = {
+        "name": "ff", "seed": 9,
+        "workload": {
+            "kind": "synthetic", "num_requests": 120,
+            "arrival": {"kind": "gamma", "rate": 6.0, "cv": 2.0},
+            "prompt_tokens": {"kind": "lognormal", "mean": 200, "median": 120, "max": 900},
+            "output_tokens": {"kind": "lognormal", "mean": 120, "median": 60, "max": 250},
+            "priority": {"values": [0, 1, 2]},
+        },
+        "model": {"preset": "llama-2-7b", "max_model_len": 1200},
+        "gpu": "a100-40gb",
+        "kv_cache": {"block_size": 16, "num_blocks": 100},
+        "scheduler": {"kind": "vllm_v1", "policy": "priority", "max_num_batched_tokens": 2048},
+    }  # fmt: skip
+    cfg = SimConfig.model_validate(yaml.safe_load(yaml.safe_dump(data)))
+    assert cfg.preemption.victim == "lowest_priority"
+    assert _assert_same(cfg) > 100
+    with tempfile.TemporaryDirectory() as tmp:
+        _, frames, _ = _run(cfg, Path(tmp), True)
+    assert frames.requests["preemptions"].sum() > 0

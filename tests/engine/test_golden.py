@@ -25,7 +25,8 @@ def _req(out, req_id: int) -> dict:
 
 
 def test_vllm_v1_preempts_newest_by_recompute(tmp_path: Path) -> None:
-    # 3 blocks of 4. A = (prompt 4, out 6), B = (4, 4), both at t=0.
+    # 3 usable blocks of 4 (4 blocks, block 0 being vLLM V1's null block: vLLM 0.11
+    # v1/core/block_pool.py BlockPool.__init__). A = (prompt 4, out 6), B = (4, 4), both at t=0.
     # 1: A 4 + B 4 prefill (1 block each)          18 ms → .018  A,B first token
     # 2: A decode takes the last block; B needs one → B (newest) preempted, recompute.
     #    A alone                                      11 ms → .029
@@ -34,7 +35,7 @@ def test_vllm_v1_preempts_newest_by_recompute(tmp_path: Path) -> None:
     # 7: B re-prefills 5 tokens (4 recomputed + its sampled one)  15 ms → .088
     # 8, 9: B decodes → .099, .110 finished
     reqs = [(0, 4, 6), (0, 4, 4)]
-    cfg = tiny_config(tmp_path, reqs, {"kind": "vllm_v1"}, num_blocks=3, max_model_len=12)
+    cfg = tiny_config(tmp_path, reqs, {"kind": "vllm_v1"}, num_blocks=4, max_model_len=12)
     out = run(cfg, tmp_path)
     assert _steps(out) == [
         (8, 0, 2, 0), (0, 1, 1, 1), (0, 1, 1, 0), (0, 1, 1, 0), (0, 1, 1, 0), (0, 1, 1, 0),
@@ -154,7 +155,8 @@ def test_vllm_v1_full_prompt_reservation(tmp_path: Path, reserve_full: bool) -> 
     ``full_sequence_must_fit``): a waiting request is admitted only when blocks for all its
     tokens are free, not just for its first chunk.
 
-    4 blocks of 4, budget 12. A = (prompt 8, out 2), B = (prompt 12, out 2), both at t=0.
+    4 usable blocks of 4 (5 with vLLM V1's null block), budget 12. A = (prompt 8, out 2),
+    B = (prompt 12, out 2), both at t=0.
     Without the rule (vLLM 0.11): 1: A 8 + B's first chunk 4 (2 + 1 blocks) → .022. 2: A's
     decode takes the last block, B's next chunk finds none → B (newest) preempted; A alone
     → .033, A done. 3: B hits its own first block in the prefix cache and computes 8 → .051.
@@ -163,7 +165,7 @@ def test_vllm_v1_full_prompt_reservation(tmp_path: Path, reserve_full: bool) -> 
     3: B 12 → .051. 4: B → .062. No preemption.
     """
     sched = {"kind": "vllm_v1", "max_num_batched_tokens": 12, "reserve_full_prompt": reserve_full}
-    cfg = tiny_config(tmp_path, [(0, 8, 2), (0, 12, 2)], sched, num_blocks=4)
+    cfg = tiny_config(tmp_path, [(0, 8, 2), (0, 12, 2)], sched, num_blocks=5)
     out = run(cfg, tmp_path)
     b = _req(out, 1)
     if reserve_full:

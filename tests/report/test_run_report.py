@@ -1,7 +1,8 @@
 """The HTML run report: contents, escaping, self-containment, byte stability, size and speed.
 
 The tiny run is the vLLM-v1 preemption scenario of tests/engine/test_golden.py plus one request
-too long for the model: A = (prompt 4, out 6) and B = (4, 4) at t=0 in 3 blocks of 4 tokens;
+too long for the model: A = (prompt 4, out 6) and B = (4, 4) at t=0 in 3 usable blocks of 4
+tokens (4 with vLLM V1's null block);
 both get their first token at 18 ms; B is preempted once; A ends at 73 ms, B at 110 ms; C (prompt
 20 > max_model_len 12) is rejected. Its trace file lives at ``…/<script>alert(1)</script>.csv``,
 so the path reaches the header and the resolved config.
@@ -43,7 +44,7 @@ CARD_IDS = [
 ]  # fmt: skip
 
 
-def build_tiny_run(root: Path, *, num_blocks: int = 3) -> Path:
+def build_tiny_run(root: Path, *, num_blocks: int = 4) -> Path:
     """Simulate the tiny scenario (module docstring) and write its run folder ``root/run``."""
     evil_dir = root / "<script>alert(1)<"
     evil_dir.mkdir(parents=True)
@@ -210,7 +211,7 @@ def test_comparison_overlays_runs(tmp_path: Path) -> None:
     assert re.findall(r"<tr><td>([a-z_.]+)</td>", diff.group(1)) == [
         "workload.path", "kv_cache.num_blocks", "cost_model.path",
     ]  # fmt: skip
-    assert "<tr><td>kv_cache.num_blocks</td><td>3</td><td>8</td></tr>" in diff.group(1)
+    assert "<tr><td>kv_cache.num_blocks</td><td>4</td><td>8</td></tr>" in diff.group(1)
     # both runs are named "tiny" and live in folders named "run": the labels are numbered
     assert "<th>metric</th><th>1. tiny</th><th>2. tiny</th>" in page
     assert '<tr><td>preemptions</td><td class="num">1</td><td class="num">0</td></tr>' in page

@@ -1,16 +1,25 @@
-"""vLLM V1 scheduler, following vLLM 0.11's ``Scheduler.schedule`` (chunked prefill on).
+"""vLLM V1 scheduler, following vLLM 0.11's ``Scheduler.schedule`` (``v1/core/sched/scheduler.py``).
 
-Per step, one token budget (``max_num_batched_tokens``) is shared by prefill chunks and decodes:
+Per step, one token budget (``max_num_batched_tokens``; unset: 8192, or ``max_model_len`` with
+chunked prefill off, as vLLM 0.11's ``EngineArgs``) is shared by prefill chunks and decodes:
 
 1. Running requests first, in admission order. Each gets ``min(remaining known tokens,
-   long_prefill_token_threshold if set, budget)`` tokens. When its blocks cannot be allocated,
-   a victim is preempted by recompute (``newest`` = last admitted under FCFS,
-   ``lowest_priority`` under the priority policy) and put back at the head of the waiting queue;
-   if the victim is the request itself, the running pass stops.
+   long_prefill_token_threshold if set, budget)`` tokens (chunked prefill on or off). When its
+   blocks cannot be allocated, a victim is preempted by recompute (``newest`` = last admitted
+   under FCFS, ``lowest_priority`` = largest (priority, arrival) under the priority policy,
+   vLLM's own choice when ``preemption.victim`` is unset) and put back at the head of the
+   waiting queue; if the victim is the request itself, the running pass stops.
 2. Waiting requests only if nothing was preempted in this step, while fewer than
-   ``max_num_seqs`` run and budget remains. A failed allocation stops admission for the step.
+   ``max_num_seqs`` run and budget remains. The threshold caps a request's chunk first; with
+   chunked prefill on the chunk is then cut to the budget left; with it off a request whose
+   chunk exceeds the budget left is set aside and the next one tried (``vllm_version: 0.11``,
+   the default; the set-aside ones return to the head afterwards, the last one first) or
+   admission stops (``vllm_version: upstream``: vLLM after PR #28911). A failed allocation
+   stops admission for the step.
 
-There is no watermark and no swapping in V1: KV that cannot be kept is recomputed.
+There is no watermark and no swapping in V1: KV that cannot be kept is recomputed. The KV
+memory (:class:`~simkv.engine.paged_kv.PagedKV`) reserves block 0 as vLLM's null block and
+caches full blocks as they are allocated (vLLM 0.11's ``KVCacheManager.allocate_slots``).
 
 Victims. vLLM has only ``newest`` (FCFS) and ``lowest_priority`` (priority policy); ``oldest``,
 ``longest`` and ``fewest_blocks`` are simkv what-if policies. Under them a preempted request
@@ -26,7 +35,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simkv.config.policy import VICTIMS_OF_VLLM, PreemptionConfig, VllmV1Config
+from simkv.config.policy import (
+    VICTIMS_OF_VLLM,
+    PreemptionConfig,
+    VllmV1Config,
+    v1_budget,
+    v1_max_seqs,
+)
 from simkv.config.sim import SimConfig
 from simkv.engine.capacity import KVSizing
 from simkv.engine.lazy import DecodeLane
@@ -46,12 +61,22 @@ class VllmV1Scheduler(SchedulerBase):
     uses_lane = True
 
     def __init__(
-        self, cfg: VllmV1Config, preemption: PreemptionConfig, kv: PagedKV, recorder: Recorder
+        self,
+        cfg: VllmV1Config,
+        preemption: PreemptionConfig,
+        kv: PagedKV,
+        recorder: Recorder,
+        *,
+        max_model_len: int,
     ) -> None:
         super().__init__(kv, recorder, self.waiting_queue(cfg))
         self.cfg = cfg
         self.kv: PagedKV = kv
-        self.victim = preemption.victim
+        self.budget = v1_budget(cfg, max_model_len)  # tokens per step
+        self.max_seqs = v1_max_seqs(cfg, max_model_len)  # running requests
+        self.victim = preemption.victim_for(cfg.policy)
+        # chunked prefill off, a waiting request over the budget left: set aside (vLLM 0.11)
+        self._set_aside = not cfg.enable_chunked_prefill and cfg.vllm_version == "0.11"
         if kv.cache is not None:
             self.fill_block_size = kv.block_size
         self._plan = StepPlan()  # the plan being built (for the lane's preemption callback)
@@ -69,7 +94,10 @@ class VllmV1Scheduler(SchedulerBase):
 
     @classmethod
     def build(cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> VllmV1Scheduler:
-        return cls(cfg.scheduler, cfg.preemption, paged_memory(cfg, sizing), recorder)  # type: ignore[arg-type]
+        return cls(
+            cfg.scheduler, cfg.preemption, paged_memory(cfg, sizing), recorder,  # type: ignore[arg-type]
+            max_model_len=cfg.model.max_model_len,
+        )  # fmt: skip
 
     def _chunk(self, num_new: int, budget: int) -> int:
         """Tokens to schedule out of ``num_new`` remaining: threshold and budget applied."""
@@ -85,13 +113,13 @@ class VllmV1Scheduler(SchedulerBase):
     def decode_run(self) -> DecodeLane | None:
         """Also the members fit the token budget."""
         lane = super().decode_run()
-        if lane is None or lane.size > self.cfg.max_num_batched_tokens:
+        if lane is None or lane.size > self.budget:
             return None
         return lane
 
     def schedule(self, now: float) -> StepPlan:
         plan = self._plan = StepPlan()
-        budget = self.cfg.max_num_batched_tokens
+        budget = self.budget
         lane = self.lane
         if lane is not None and lane.size:
             # victims may be requests scheduled earlier in the step: under ``newest`` the lane
@@ -195,11 +223,24 @@ class VllmV1Scheduler(SchedulerBase):
         plan.preempted += 1
 
     def _schedule_waiting(self, plan: StepPlan, budget: int, now: float) -> None:
+        """Admit waiting requests (vLLM 0.11 ``Scheduler.schedule``'s waiting loop). The
+        long-prefill threshold caps a chunk before the chunked-prefill check; with chunked
+        prefill off a request whose chunk exceeds the budget left is set aside (0.11: the
+        loop goes on; the set-aside ones go back to the head afterwards, each pushed to the
+        front in turn, so the last one set aside leads, as ``prepend_requests`` of a deque
+        built with ``prepend_request`` does) or stops admission (``vllm_version: upstream``)."""
+        skipped: list[Seq] = []
+        self._admit(plan, budget, now, skipped)
+        for seq in skipped:
+            self.waiting.push_front(seq)
+
+    def _admit(self, plan: StepPlan, budget: int, now: float, skipped: list[Seq]) -> None:
+        """:meth:`_schedule_waiting`'s loop; the requests set aside go into ``skipped``."""
         waiting, running, kv, blocked = self.waiting, self.running, self.kv, self._blocked
         held = self._held  # (None or empty: nothing held, the usual case)
         cfg, gpu, bs = self.cfg, self.kv.gpu, self.kv.block_size
-        max_seqs, chunked = cfg.max_num_seqs, cfg.enable_chunked_prefill
-        reserve_full = cfg.reserve_full_prompt
+        max_seqs, chunked = self.max_seqs, cfg.enable_chunked_prefill
+        reserve_full, threshold = cfg.reserve_full_prompt, cfg.long_prefill_token_threshold
         while waiting and budget > 0 and len(running) < max_seqs:
             seq = waiting.peek()
             if (
@@ -210,10 +251,17 @@ class VllmV1Scheduler(SchedulerBase):
             if held and self._still_held(seq):
                 break
             hits = kv.cached_prefix(seq)
-            remaining = seq.num_tokens - len(hits) * bs
-            num_new = self._chunk(remaining, budget)
-            if not chunked and num_new < remaining:
-                break
+            num_new = seq.num_tokens - len(hits) * bs
+            if 0 < threshold < num_new:
+                num_new = threshold
+            if num_new > budget:
+                if chunked:
+                    num_new = budget
+                elif self._set_aside:
+                    skipped.append(waiting.pop())
+                    continue
+                else:
+                    break
             if reserve_full and not kv.fits_whole(seq, hits):
                 if not hits and kv.cannot_hit(seq):
                     self._blocked = (seq, budget, -(-seq.num_tokens // bs))
