@@ -32,7 +32,7 @@ bench: $(STAMP)
 
 test: $(TESTSTAMP)
 	$(BIN)/ruff check simkv tests benchmarks
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 fuzz: $(TESTSTAMP)
 	$(BIN)/pytest -m fuzz

@@ -8,7 +8,7 @@ imported inside each command, so ``simkv --help`` loads neither the engine nor t
 import os
 import sys
 
-from simkv.cli import measured, runs, sweeps, waste
+from simkv.cli import capacity, measured, runs, sweeps, waste
 from simkv.cli.common import app
 
 app.command()(waste.waste)
@@ -18,6 +18,7 @@ app.command()(runs.validate)
 app.command()(runs.schema)
 app.command()(sweeps.sweep)
 app.command()(sweeps.report)
+app.command()(capacity.capacity)
 app.command()(measured.compare)
 app.command()(measured.calibrate)
 

@@ -12,6 +12,7 @@ renders to the same bytes and the page references nothing outside itself.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +222,24 @@ def slo_text(sweep: SweepFolder) -> str:
     return ", ".join(parts)
 
 
+def capacity_lines(sweep_dir: Path) -> list[str]:
+    """The answer of a capacity search (``simkv capacity``) whose folder this is, else none."""
+    try:
+        found = json.loads((sweep_dir / "capacity.json").read_text(encoding="utf-8"))
+        outcome, axis, rate = found["outcome"], found["axis"], found["answer_rate"]
+        count, tolerance, bracket = found["simulations"], found["tolerance"], found["bracket"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    searched = f"{count} simulations, tolerance {100 * tolerance:g} %"
+    if outcome == "found" and bracket:
+        return [f"Capacity: the highest {axis} meeting the SLOs is {rate:g} req/s "
+                f"({bracket[1]:g} req/s does not; {searched})."]  # fmt: skip
+    if outcome == "all_meet":
+        return [f"Capacity: every {axis} searched meets the SLOs, up to {rate:g} req/s "
+                f"({searched})."]  # fmt: skip
+    return [f"Capacity: no {axis} searched meets the SLOs ({searched})."]
+
+
 def render_sweep_report(sweep_dir: Path) -> str:
     """The HTML report of a sweep folder; byte-identical for identical folder contents."""
     sweep = load_sweep_folder(sweep_dir)
@@ -235,7 +254,7 @@ def render_sweep_report(sweep_dir: Path) -> str:
             for axis in sweep.axes
         ],
         counts=(len(sweep.table), len(sweep.ok)),
-        summary=summary_lines(sweep),
+        summary=capacity_lines(sweep_dir) + summary_lines(sweep),
         figures=figure_blocks,
         table=table,
     )

@@ -1,7 +1,8 @@
 """Every shipped sweep's report, measured in headless Chromium at a 1280 px window.
 
 Each sweep file under ``configs/sweeps/`` is run shrunk (its own axes, a few dozen requests
-per run: :data:`SHRINK`) and its report opened in one browser session. On every page: no two
+per run: :data:`SHRINK`), and a capacity search's folder (``simkv capacity`` on the quickstart,
+shrunk) too; each report is opened in one browser session. On every page: no two
 text boxes of one SVG overlap (matplotlib writes each text as a ``<g id="…text_N">`` group of
 glyph paths, preceded by a comment holding the text; plain ``<text>`` elements count too),
 every text box lies inside its SVG, the document is no wider than the window and every table's
@@ -18,12 +19,14 @@ from typing import Any
 import pytest
 import yaml
 
+from simkv.capacity.run import CapacityOptions, find_capacity
 from simkv.report.sweep_report import write_sweep_report
 from simkv.sweep.run import run_sweep
 from tests.conftest import ROOT
 from tests.report.chromium import chromium_tab, page_problems, require_chromium
 
 SWEEPS = sorted((ROOT / "configs" / "sweeps").glob("*.yaml"))
+PAGES = [*(sweep.stem for sweep in SWEEPS), "capacity"]
 SHRINK = ("workload.limit=24",)
 """Overrides appended to every shipped sweep: enough requests for every chart, cheap runs."""
 TOLERANCE_PX = 0.5
@@ -71,6 +74,13 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
         result = run_sweep(_shrunk(sweep, work), work / sweep.stem)
         assert result.failed == 0, result.table["error"].dropna().tolist()
         pages[sweep.stem] = write_sweep_report(result.out_dir)
+    capacity = find_capacity(
+        ROOT / "configs" / "quickstart.yaml",
+        ["workload.limit=200"],
+        work / "capacity",
+        CapacityOptions(0.5, 16.0, tolerance=0.2),
+    )
+    pages["capacity"] = write_sweep_report(capacity.out_dir)  # fmt: skip
     out = {}
     with chromium_tab(work / "profile", TIMEOUT_S) as tab:
         for stem, page in pages.items():
@@ -87,7 +97,7 @@ def _overlap(a: list[float], b: list[float]) -> bool:
 
 
 def test_every_shipped_sweep_is_measured(measured: dict[str, dict[str, Any]]) -> None:
-    assert sorted(measured) == [sweep.stem for sweep in SWEEPS]
+    assert sorted(measured) == sorted(PAGES)
     assert {"block_size_x_preemption", "gpu_memory", "prefix_cache", "rate",
             "schedulers"} <= set(measured)  # fmt: skip
     for stem, page in measured.items():
@@ -95,7 +105,7 @@ def test_every_shipped_sweep_is_measured(measured: dict[str, dict[str, Any]]) ->
         assert any(svg["texts"] for svg in page["svgs"]), f"{stem}: no text measured"
 
 
-@pytest.mark.parametrize("stem", [sweep.stem for sweep in SWEEPS])
+@pytest.mark.parametrize("stem", PAGES)
 def test_no_text_overlaps(measured: dict[str, dict[str, Any]], stem: str) -> None:
     clashes = []
     for svg in measured[stem]["svgs"]:
@@ -110,7 +120,7 @@ def test_no_text_overlaps(measured: dict[str, dict[str, Any]], stem: str) -> Non
     assert clashes == [], f"{stem}: " + "; ".join(clashes[:12])
 
 
-@pytest.mark.parametrize("stem", [sweep.stem for sweep in SWEEPS])
+@pytest.mark.parametrize("stem", PAGES)
 def test_nothing_wider_than_the_window(measured: dict[str, dict[str, Any]], stem: str) -> None:
     page = measured[stem]
     width = page["client_width"]

@@ -1,0 +1,212 @@
+"""``simkv capacity``: the highest offered rate a run config sustains within its SLOs.
+
+The config's arrival rate is the one axis (:func:`rate_axis`: ``workload.rate`` rescales a
+trace's arrival times, ``workload.arrival.rate`` sets a generator's); every rate the search
+(:mod:`simkv.capacity.search`) asks for is a full run, executed like a sweep's runs
+(:func:`simkv.sweep.run.run_one` on the sweep executors) into ``runs/<id>/`` with a DONE
+marker, so an interrupted search resumed with the same options redoes only what is missing.
+A rate *meets* when its run meets the config's SLOs (:func:`simkv.metrics.slo.meets_slos`)
+and, with ``min_good_fraction``, at least that share of its requests met every SLO; a run that
+fails (an error, a timeout) does not meet.
+
+The folder is also a sweep folder over the rate axis (``sweep.json``, ``sweep.parquet``: runs
+in increasing rate), so ``simkv report`` draws its latency-vs-rate curves, SLO lines and knee;
+``capacity.json`` holds the search's answer and every judged rate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simkv.capacity.search import SearchError, SearchResult, check_parameters, search
+from simkv.config.sim import SimConfig, dump_resolved, load_config
+from simkv.errors import InputError
+from simkv.metrics.slo import good_fraction, meets_slos, slo_set
+from simkv.sweep.digest import run_digest
+from simkv.sweep.executors import make_executor
+from simkv.sweep.points import slug
+from simkv.sweep.run import (
+    STATUS_FAILED,
+    RunTask,
+    is_done,
+    lost_run,
+    read_summary,
+    run_one,
+    sweep_table,
+)
+from simkv.sweep.spec import PlannedRun, SweepPlan, SweepSpec
+
+CAPACITY_FILE = "capacity.json"
+RoundFn = Callable[[list[float]], None]
+
+
+@dataclass(frozen=True)
+class CapacityOptions:
+    """How to search: the rate bounds (requests/s), the relative tolerance, rates per round,
+    the optional floor on the share of good requests, and where runs execute."""
+
+    rate_min: float
+    rate_max: float
+    tolerance: float = 0.02
+    per_round: int = 3
+    min_good_fraction: float | None = None
+    executor: str = "serial"
+    jobs: int | None = None
+    ray_address: str | None = None
+    run_timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class CapacityResult:
+    """A finished search: its result, the folder, the axis and the simulations it ran now."""
+
+    search: SearchResult
+    out_dir: Path
+    axis: str
+    simulated: int
+    reused: int
+
+
+def rate_axis(cfg: SimConfig) -> str:
+    """The key path that sets ``cfg``'s offered rate; :class:`InputError` when none does."""
+    workload = cfg.workload
+    arrival = getattr(workload, "arrival", None)
+    if arrival is not None:
+        if getattr(arrival, "rate", None) is None:
+            raise InputError(
+                "capacity scales a constant arrival rate; this workload's arrival has a "
+                "schedule: give workload.arrival.rate instead",
+                field="workload.arrival",
+            )
+        return "workload.arrival.rate"
+    if workload.kind == "trace":
+        return "workload.rate"
+    raise InputError(f"a {workload.kind} workload has no arrival rate to scale", field="workload")
+
+
+class _Runs:
+    """Plans, executes and judges the runs of one search (one folder)."""
+
+    def __init__(self, config: Path, sets: list[str], out: Path, opts: CapacityOptions) -> None:
+        self.config, self.sets, self.out, self.opts = config, sets, out, opts
+        self.base = load_config(config, sets)
+        self.axis = rate_axis(self.base)
+        if not slo_set(self.base.slo):
+            raise InputError(
+                "capacity needs an objective: set slo.ttft_ms, slo.tpot_ms or slo.e2el_ms "
+                "(in the config or with --set)",
+                file=config,
+                field="slo",
+            )
+        self.pool = make_executor(opts.executor, jobs=opts.jobs, ray_address=opts.ray_address)
+        self.planned: dict[float, PlannedRun] = {}
+        self.errors: dict[str, str] = {}
+        self.hashes: dict[str, str] = {}
+        self.simulated = self.reused = 0
+
+    def plan(self, rate: float) -> PlannedRun:
+        cfg = load_config(self.config, [*self.sets, f"{self.axis}={rate!r}"])
+        text = dump_resolved(cfg)
+        digest = run_digest(cfg, text, self.config.parent, self.hashes)
+        point = {self.axis: rate}
+        return PlannedRun(f"{slug(point)}-{digest[:12]}", point, cfg, text, digest)
+
+    def judge(self, rates: list[float]) -> dict[float, bool]:
+        """Run (or reuse) each rate's simulation; whether each meets."""
+        runs_dir = self.out / "runs"
+        tasks = []
+        for rate in rates:
+            run = self.planned[rate] = self.plan(rate)
+            if is_done(runs_dir / run.run_id, run.digest):
+                self.reused += 1
+                continue
+            tasks.append(RunTask(
+                run.run_id, run.config.model_dump(mode="json"), str(self.config.parent.resolve()),
+                str((runs_dir / run.run_id).resolve()), run.point, run.digest,
+                self.opts.run_timeout_s,
+            ))  # fmt: skip
+        for record in self.pool.map_unordered(run_one, tasks, lost_run, self.opts.run_timeout_s):
+            self.simulated += 1
+            if record.status == STATUS_FAILED:
+                self.errors[record.run_id] = record.error or "failed"
+        return {rate: self.meets(self.planned[rate]) for rate in rates}
+
+    def meets(self, run: PlannedRun) -> bool:
+        if run.run_id in self.errors:
+            return False
+        summary = read_summary(self.out / "runs" / run.run_id) or {}
+        if not meets_slos(summary, run.config.slo):
+            return False
+        floor = self.opts.min_good_fraction
+        share = good_fraction(summary)
+        return floor is None or (share is not None and share >= floor)
+
+    def write(self, result: SearchResult) -> None:
+        """sweep.json, sweep.parquet (runs by increasing rate) and capacity.json."""
+        runs = [self.planned[r] for r in sorted(self.planned)]
+        spec = SweepSpec.model_validate({"name": self.out.name, "base": str(self.config)})
+        plan = SweepPlan(spec, self.config, self.config.parent, (self.axis,), tuple(runs))
+        _write_json(self.out / "sweep.json", {"name": spec.name, "axes": [self.axis],
+                                               "runs": [r.run_id for r in runs]})  # fmt: skip
+        table = sweep_table(plan, self.out / "runs", self.errors)
+        with (self.out / "sweep.parquet").open("wb") as handle:
+            table.to_parquet(handle, index=False)
+        _write_json(self.out / CAPACITY_FILE, self.answer(result))
+
+    def answer(self, result: SearchResult) -> dict[str, Any]:
+        judged = []
+        for rate, ok in result.judged:
+            run = self.planned[rate]
+            summary = read_summary(self.out / "runs" / run.run_id) or {}
+            judged.append({
+                "rate": rate, "run_id": run.run_id, "meets": ok,
+                "error": self.errors.get(run.run_id),
+                "p99_ttft_ms": summary.get("p99_ttft_ms"),
+                "p99_tpot_ms": summary.get("p99_tpot_ms"),
+                "good_fraction": good_fraction(summary),
+            })  # fmt: skip
+        bracket = result.bracket
+        return {
+            "config": str(self.config), "set": self.sets, "axis": self.axis,
+            "slo": self.base.slo.model_dump(), "min_good_fraction": self.opts.min_good_fraction,
+            "rate_min": self.opts.rate_min, "rate_max": self.opts.rate_max,
+            "tolerance": self.opts.tolerance, "per_round": self.opts.per_round,
+            "outcome": result.outcome, "answer_rate": result.answer,
+            "bracket": None if bracket is None else [bracket.meets, bracket.fails],
+            "rounds": result.rounds, "simulations": len(result.judged), "judged": judged,
+        }  # fmt: skip
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def find_capacity(
+    config: Path, sets: list[str], out: Path, opts: CapacityOptions,
+    on_round: RoundFn | None = None,
+) -> CapacityResult:  # fmt: skip
+    """Search ``config``'s highest rate meeting its SLOs; write the folder ``out``.
+
+    ``on_round(rates)`` is called before each round's runs. Bad input (config, ``--set``
+    items, bounds, a workload without a rate) raises :class:`InputError` before anything runs.
+    """
+    try:
+        check_parameters(opts.rate_min, opts.rate_max, opts.tolerance, opts.per_round)
+    except SearchError as err:
+        raise InputError(str(err), field="--rate-min/--rate-max/--tolerance") from None
+    runs = _Runs(config, sets, out, opts)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+
+    def judge(rates: list[float]) -> dict[float, bool]:
+        if on_round is not None:
+            on_round(rates)
+        return runs.judge(rates)
+
+    result = search(judge, opts.rate_min, opts.rate_max,
+                    tolerance=opts.tolerance, per_round=opts.per_round)  # fmt: skip
+    runs.write(result)
+    return CapacityResult(result, out, runs.axis, runs.simulated, runs.reused)

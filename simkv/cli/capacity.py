@@ -1,0 +1,95 @@
+"""``simkv capacity``: the highest offered rate a config sustains within its SLOs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from simkv.cli.common import SetOption, input_errors, output_folder
+from simkv.cli.sweeps import Executor
+
+
+def capacity(
+    ctx: typer.Context,
+    config: Annotated[Path, typer.Argument(help="Run config (YAML) with an slo: section.")],
+    set_: SetOption = None,
+    rate_min: Annotated[
+        float, typer.Option(help="Lowest offered rate searched, requests/s.")
+    ] = 0.25,
+    rate_max: Annotated[
+        float, typer.Option(help="Highest offered rate searched, requests/s.")
+    ] = 32.0,
+    tolerance: Annotated[
+        float, typer.Option(help="Stop when the bracket's ends are within this ratio - 1.")
+    ] = 0.02,
+    per_round: Annotated[
+        int, typer.Option(help="Rates simulated per round (the executor runs them at once).")
+    ] = 3,
+    min_good: Annotated[
+        float | None,
+        typer.Option(help="Also require this share (0-1) of requests to meet every SLO."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory [default: reports/<run name>-capacity]")
+    ] = None,
+    executor: Annotated[
+        Executor, typer.Option(help="Where runs execute; ray needs pip install -e '.[ray]'.")
+    ] = Executor.serial,
+    jobs: Annotated[int | None, typer.Option(help="Parallel runs [default: CPUs].")] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Join this Ray cluster instead of starting a local one.")
+    ] = None,
+    run_timeout: Annotated[
+        float | None,
+        typer.Option(help="Wall-clock limit per run, s; a run past it does not meet.", min=0),
+    ] = None,
+) -> None:
+    """Find the highest offered rate meeting the config's SLOs (p99 of each set objective)."""
+    from simkv.capacity.run import CapacityOptions, find_capacity
+    from simkv.config.sim import load_config
+    from simkv.errors import InputError
+    from simkv.report.sweep_report import write_sweep_report
+
+    with input_errors(ctx):
+        if min_good is not None and not 0 < min_good <= 1:
+            raise InputError(f"expected a share in (0, 1], got {min_good:g}", field="--min-good")
+        name = load_config(config, set_ or []).name
+        out_dir = output_folder(out or Path("reports") / f"{name}-capacity")
+        opts = CapacityOptions(
+            rate_min, rate_max, tolerance, per_round, min_good, executor.value, jobs,
+            ray_address, run_timeout or None,
+        )  # fmt: skip
+        try:
+            found = find_capacity(config, set_ or [], out_dir, opts, _print_round)
+        except KeyboardInterrupt:
+            typer.echo(
+                "interrupted: finished runs are kept in "
+                f"{out_dir / 'runs'}; the same command continues where this one stopped",
+                err=True,
+            )
+            raise typer.Exit(code=130) from None
+        report = write_sweep_report(out_dir)
+    result = found.search
+    typer.echo(
+        f"{len(result.judged)} simulations in {result.rounds} rounds "
+        f"({found.simulated} run now, {found.reused} reused from {out_dir})"
+    )
+    axis = found.axis
+    if result.outcome == "none_meets":
+        typer.echo(f"answer: none meets: even {axis}={result.judged[0][0]:g} misses the SLOs")
+    elif result.outcome == "all_meet":
+        typer.echo(
+            f"answer: at least {result.answer:g} req/s: every rate up to --rate-max meets the "
+            "SLOs; raise --rate-max to find the limit"
+        )
+    else:
+        above = "" if result.bracket is None else f"; {result.bracket.fails:g} req/s does not"
+        typer.echo(f"answer: {axis}={result.answer:g} req/s meets the SLOs{above}")
+    typer.echo(f"wrote {out_dir / 'capacity.json'}")
+    typer.echo(f"wrote {report}")
+
+
+def _print_round(rates: list[float]) -> None:
+    typer.echo("simulating " + ", ".join(f"{r:g}" for r in rates) + " req/s", err=True)
