@@ -1,7 +1,9 @@
 """Fitting the roofline's knobs to measurements, deterministically (scipy).
 
 Knobs are fitted in log space within the bounds of :data:`KNOBS` (so an efficiency or an
-overhead stays positive). Two kinds of data:
+overhead stays positive), under a weak prior centred on the starting config
+(:data:`PRIOR_SIGMA`: a direction the data leave flat stays at the start; ``prior=False``
+drops it). Two kinds of data:
 
 * **step samples** (:mod:`simkv.calibrate.steps`): ``scipy.optimize.least_squares`` (trust
   region reflective, a deterministic method) on the log-ratio of predicted to measured step
@@ -9,8 +11,8 @@ overhead stays positive). Two kinds of data:
 * **a measured run** (:mod:`simkv.measured`): the run is simulated with candidate knobs and the
   objective is the mean absolute relative error over TTFT, TPOT and E2E latency × mean, p50,
   p90, p99 (the validation summary users compare simulators by); Nelder–Mead (derivative
-  free: the objective is piecewise constant at the scale of one step) from the starting config,
-  with a fixed evaluation budget. The simulation is deterministic, so is the fit.
+  free: the objective is piecewise constant at the scale of one step) from the starting config
+  and a first simplex of :data:`SIMPLEX_STEP`, with a fixed evaluation budget. The simulation is deterministic, so is the fit.
 """
 
 from __future__ import annotations
