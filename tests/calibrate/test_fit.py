@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simkv.calibrate.fit import fit_steps, step_errors
+from simkv.calibrate.fit import fit_run, fit_steps, step_errors
 from simkv.calibrate.steps import (
     StepSample,
     decode_fits,
@@ -205,3 +205,30 @@ def test_distserve_decode_grid_keeps_only_batches_that_fit() -> None:
     assert decode_fits("opt-66b", "a100-80gb", 8, 64 * 2049)
     assert not decode_fits("opt-66b", "a100-80gb", 8, 128 * 2049)
     assert len([s for s in samples if s.phase == "prefill" and s.tensor_parallel == 2]) == 24
+
+
+def test_run_fit_moves_a_knob_that_starts_at_one() -> None:
+    """A knob starting at 1 (log 0) still moves: the first simplex steps 1.5× per knob."""
+
+    def objective(cfg: RooflineCostConfig) -> float:
+        return abs(cfg.step_overhead_ms - 3.0) / 3.0
+
+    start = RooflineCostConfig(step_overhead_ms=1.0)
+    result = fit_run(start, objective, ("step_overhead_ms",), max_evaluations=60, prior=False)
+    assert result.config.step_overhead_ms == pytest.approx(3.0, rel=0.01)
+    assert result.error < 0.01 < result.start_error
+
+
+def test_run_fit_prior_splits_what_the_run_cannot() -> None:
+    """A run that fixes only ``step + 33 · seq`` (a batch that never changes): the fit meets it
+    and, with the prior, stays near the start along the direction the run leaves flat."""
+
+    def objective(cfg: RooflineCostConfig) -> float:
+        return abs(cfg.step_overhead_ms + 33 * cfg.seq_overhead_ms - 1.3) / 1.3
+
+    start = RooflineCostConfig(step_overhead_ms=1.0, seq_overhead_ms=0.02)
+    knobs = ("step_overhead_ms", "seq_overhead_ms")
+    result = fit_run(start, objective, knobs, max_evaluations=200)
+    assert result.error < 0.01
+    moves = [abs(math.log(getattr(result.config, k) / getattr(start, k))) for k in knobs]
+    assert max(moves) < math.log(1.5)
