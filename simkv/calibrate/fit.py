@@ -12,7 +12,8 @@ drops it). Two kinds of data:
   objective is the mean absolute relative error over TTFT, TPOT and E2E latency × mean, p50,
   p90, p99 (the validation summary users compare simulators by); Nelder–Mead (derivative
   free: the objective is piecewise constant at the scale of one step) from the starting config
-  and a first simplex of :data:`SIMPLEX_STEP`, with a fixed evaluation budget. The simulation is deterministic, so is the fit.
+  and a first simplex of :data:`SIMPLEX_STEP`, with a fixed evaluation budget. The simulation
+  is deterministic, so is the fit.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ KNOBS: dict[str, tuple[float, float]] = {
 }
 """Every fittable knob of :class:`RooflineCostConfig` and its bounds (the fit stays inside).
 The two HBM read efficiencies stop at 1: a spec sheet's memory bandwidth is a physical peak
-(streaming kernels reach 85-93 % of it), so a fit asking for more is absorbing a term the
+(streaming kernels reach 80-93 % of it), so a fit asking for more is absorbing a term the
 model lacks (e.g. a fixed cost that does not shrink with the tensor-parallel degree), not
 measuring a bandwidth. Tensor FLOP/s may exceed the spec (some sheets quote the slower
 FP32-accumulate rate), hence 4."""
