@@ -1,18 +1,35 @@
 """Sim vs real: simkv's error against real GPU measurements, with defaults, calibrated on the
 same data, and held out (calibrated on one dataset, predicting another).
 
-    .venv/bin/python benchmarks/sim_vs_real.py                # prints (about 2 minutes)
+    .venv/bin/python benchmarks/sim_vs_real.py                # prints (about 5 minutes)
     .venv/bin/python benchmarks/sim_vs_real.py --write-docs   # + its block of docs/fidelity.md
 
 Request level: the two vLLM 0.19 runs in traces/measured/llmservingsim-vllm0.19, replayed by
 configs/measured/*.yaml; the error is the mean absolute Diff% over TTFT, TPOT and E2E × mean,
 p50, p90, p99 (simkv.metrics.validation). Step level: the DistServe profile (OPT-13B/66B on
 A100-80GB) and the Splitwise table (Llama-2-70B on A100-80GB, TP 2/4/8); the error is the mean
-absolute relative error of the step times. The roofline's defaults were themselves fitted to
-the two request-level runs (simkv/config/cost.py), so their error there is in sample: the
-held-out columns are the test. Paper Figure 13: the mean batch of every configs/paper/ scheme
-at the figure's rates (ShareGPT-like 2 req/s, Alpaca-like 30 req/s), with the defaults and with
-the profile fitted to the DistServe OPT-13B data (the vLLM of the paper's era).
+absolute relative error of the step times. Paper Figure 13: the mean batch of every
+configs/paper/ scheme at the figure's rates (ShareGPT-like 2 req/s, Alpaca-like 30 req/s), with
+the defaults and with the profile fitted to the DistServe OPT-13B data (the vLLM of the paper's
+era).
+
+The held-out protocol is leak-free: no number in a held-out column comes from a fit that saw
+the predicted data, defaults included.
+
+* The roofline's default overheads and KV-read efficiency were fitted to the two request-level
+  runs together (simkv/config/cost.py), so the *defaults* column of those runs is in sample.
+  Every request-level fit here starts instead from :data:`PRIOR` (the defaults with those three
+  knobs replaced by round values chosen without either run) and its weak prior is centred
+  there (simkv.calibrate.fit.PRIOR_SIGMA); no knob of a held-out prediction keeps a value
+  fitted on the predicted run.
+* Across GPUs only the engine's host side transfers: the held-out fit changes
+  :data:`HOST_KNOBS` (the fixed and per-sequence overheads) on the training run; the GPU terms
+  of the predicted run are its spec sheet at :data:`PRIOR`'s efficiencies. (A fit of all four
+  run knobs, the *calibrated* column, moves the GEMM efficiency to what one board reaches
+  against its own spec, which does not carry to another board.)
+* Step level: the fits start from the defaults, whose fitted values come from the vLLM 0.19
+  runs, not from the DistServe or Splitwise data; the weight-read efficiency keeps its
+  documented 0.9 (simkv.calibrate.api.STEP_KNOBS says why).
 """
 
 from __future__ import annotations
@@ -21,12 +38,13 @@ import argparse
 import time
 from pathlib import Path
 
+import numpy as np
 from doc_blocks import SIM_VS_REAL, write_block
 
-from simkv.calibrate.api import RUN_KNOBS, STEP_KNOBS, calibrate
-from simkv.calibrate.fit import step_errors
+from simkv.calibrate.api import RUN_KNOBS, STEP_KNOBS
+from simkv.calibrate.fit import fit_run, fit_steps, step_errors
 from simkv.calibrate.runs import run_objective
-from simkv.calibrate.steps import read_step_samples
+from simkv.calibrate.steps import StepSample, read_step_samples
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.sim import load_config
 from simkv.measured import read_measured_run
@@ -45,49 +63,72 @@ SPLITWISE = MEASURED / "splitwise" / "perf_model_a100.csv"
 TP_KNOBS = ("allreduce_latency_us", "nvlink_hop_latency_us", "interconnect_efficiency")
 FIG13_RATES = {"sharegpt": 2.0, "alpaca": 30.0}  # the rates of the paper's Figure 13, req/s
 PAPER_FIG13 = {"sharegpt_vllm_v0": 30.42, "sharegpt_orca_max": 7.00}
+PRIOR = RooflineCostConfig(step_overhead_ms=1.0, seq_overhead_ms=0.02, kv_read_efficiency=0.8)
+"""Start and prior centre of every request-level fit: the defaults, except the three knobs the
+defaults fitted to the two bundled runs, set to round values chosen without either run:
+1 ms a step and 0.02 ms a sequence (the order of a CUDA-graph decode step's host work), and
+the KV reads at ``memory_efficiency``'s 0.8."""
+HOST_KNOBS = ("step_overhead_ms", "seq_overhead_ms")
+"""What a held-out request-level fit changes on the training run: the engine's host side."""
 """The paper's values this benchmark checks (Figure 13, mean batched requests); the other
 schemes' bars are shown without a paper value."""
 
 
-def request_level() -> tuple[list[list[str]], dict[str, RooflineCostConfig]]:
-    fitted: dict[str, RooflineCostConfig] = {}
+def request_level() -> list[list[str]]:
     objectives = {}
+    calibrated: dict[str, RooflineCostConfig] = {}
+    host: dict[str, RooflineCostConfig] = {}
     for name, (run_dir, config) in RUNS.items():
-        run = read_measured_run(run_dir)
-        objectives[name] = run_objective(load_config(config), config.parent, run)
-        fitted[name] = calibrate([run_dir], configs=[config], knobs=RUN_KNOBS).result.config
+        objective = run_objective(load_config(config), config.parent, read_measured_run(run_dir))
+        objectives[name] = objective
+        calibrated[name] = fit_run(PRIOR, objective, RUN_KNOBS).config
+        host[name] = fit_run(PRIOR, objective, HOST_KNOBS).config
     rows = []
     for name, objective in objectives.items():
         other = next(n for n in RUNS if n != name)
-        rows.append([name, _pct(objective(RooflineCostConfig())), _pct(objective(fitted[name])),
-                     f"{_pct(objective(fitted[other]))} (fitted on {other})"])  # fmt: skip
-    return rows, fitted
+        rows.append([name, _pct(objective(RooflineCostConfig())), _pct(objective(calibrated[name])),
+                     f"{_pct(objective(host[other]))} (fitted on {other})"])  # fmt: skip
+    return rows
 
 
-def _step_row(label: str, train: list, test: list, knobs: tuple[str, ...]) -> list[str]:
-    from simkv.calibrate.fit import fit_steps
+StepRow = tuple[list[str], list[list[str]]]
 
-    result = fit_steps(RooflineCostConfig(), train, knobs)
+
+def _step_row(
+    label: str, held_label: str, train: list[StepSample], test: list[StepSample]
+) -> StepRow:
+    """The table row and the held-out error per tp degree and phase."""
+    result = fit_steps(RooflineCostConfig(), train, (*STEP_KNOBS, *TP_KNOBS))
+    errors = step_errors(result.config, test)
+    groups: dict[tuple[int, str], list[float]] = {}
+    for sample, error in zip(test, errors, strict=True):
+        groups.setdefault((sample.tensor_parallel, sample.phase), []).append(float(error))
+    by_group = [[held_label, f"{tp} {phase}", str(len(e)),
+                 _pct(float(np.mean(np.abs(e)))), f"{100 * float(np.mean(e)):+.1f} %"]
+                for (tp, phase), e in sorted(groups.items())]  # fmt: skip
     mae = lambda cfg, s: abs(step_errors(cfg, s)).mean()  # noqa: E731
-    held = _pct(mae(result.config, test)) if test else "—"
-    return [label, _pct(mae(RooflineCostConfig(), train + test)), _pct(result.error), held]
+    row = [label, _pct(mae(RooflineCostConfig(), train + test)), _pct(result.error),
+           _pct(mae(result.config, test))]  # fmt: skip
+    return row, by_group
 
 
-def step_level() -> tuple[list[list[str]], RooflineCostConfig]:
+def step_level() -> tuple[list[list[str]], list[list[str]], RooflineCostConfig]:
     opt13 = read_step_samples(DISTSERVE, gpu="a100-80gb", model="opt-13b")
     opt66 = read_step_samples(DISTSERVE, gpu="a100-80gb", model="opt-66b")
     llama = read_step_samples(SPLITWISE, model="llama-2-70b")
-    knobs = (*STEP_KNOBS, *TP_KNOBS)
-    rows = [
-        _step_row("DistServe OPT-13B → OPT-66B", opt13, opt66, knobs),
-        _step_row("Splitwise Llama-2-70B TP 2+4 → TP 8",
-                  [s for s in llama if s.tensor_parallel < 8],
-                  [s for s in llama if s.tensor_parallel == 8], knobs),
+    tp8 = [s for s in llama if s.tensor_parallel == 8]
+    tp24 = [s for s in llama if s.tensor_parallel < 8]
+    pairs = [
+        ("DistServe OPT-13B → OPT-66B", "DistServe OPT-66B", opt13, opt66),
+        ("Splitwise Llama-2-70B TP 2+4 → TP 8", "Splitwise Llama-2-70B", tp24, tp8),
     ]  # fmt: skip
-    from simkv.calibrate.fit import fit_steps
-
-    paper_era = fit_steps(RooflineCostConfig(), opt13, knobs).config
-    return rows, paper_era
+    rows, groups = [], []
+    for label, held_label, train, test in pairs:
+        row, by_group = _step_row(label, held_label, train, test)
+        rows.append(row)
+        groups += by_group
+    paper_era = fit_steps(RooflineCostConfig(), opt13, (*STEP_KNOBS, *TP_KNOBS)).config
+    return rows, groups, paper_era
 
 
 def figure13(paper_era: RooflineCostConfig) -> list[list[str]]:
@@ -110,34 +151,53 @@ def figure13(paper_era: RooflineCostConfig) -> list[list[str]]:
 
 
 WHY = """\
-### Why the errors above 10 %
+### Why the errors above 10 % (and the in-sample step fits above 2 %)
 
 - **Defaults are in sample on the request-level runs.** The roofline's overheads and KV-read
-  efficiency were fitted to these two runs together (GEMM and weight-read efficiencies held at
-  0.8 and 0.9), so the *defaults* column is not a prediction; the *held out* column is. The
-  RTX 4090 run is KV-bound (2,588 blocks, TTFT is a minute of queueing), so its error follows
-  admission and preemption as much as step time; vLLM 0.19 admits a request only when its
-  whole prompt fits (`scheduler.reserve_full_prompt`, read from the run's `meta.json`).
-- **Held out across GPUs.** The two runs pin the host overheads differently. The RTX 4090
-  run keeps ~35 requests running (KV-bound), so its per-sequence overhead is small beside its
-  GPU terms and trades against them: fitted there (overheads only: 0.78 ms a step and 0 ms a
-  sequence), the overheads come out too small for the RTX PRO 6000, which runs 128 sequences
-  where 0.045 ms a sequence is 6 ms a step. Fitted on the RTX PRO 6000, the RTX 4090 is
-  predicted within about 10 %. The RTX 4090 also asks for a GEMM efficiency above 1 against
-  its 165.2 TFLOPS FP32-accumulate figure: its prefills run faster than that spec allows.
-- **Step level, DistServe.** The profile is a fit itself (two decode regimes with a jump at 95
-  sequences), which no single roofline reproduces to better than ~8 %. Held out on OPT-66B, the
-  error sits in decode at TP 2 (OPT-66B's 66 GB of weights per 80 GB GPU; its profile charges
-  4× the per-token KV cost of every other setting) and TP 8; prefill is predicted within
-  5-13 %. The paper-era fit has a ~17 ms fixed step cost and a weight-read efficiency above 1:
-  the 2023-24 vLLM's decode step barely shrinks with TP, i.e. it was host-bound.
-- **Step level, Splitwise.** Batched prompts take about as long at TP 4 as at TP 2 (16 × 512
-  tokens: 3.2 s vs 2.9 s) but a single 8,192-token prompt does not (3.0 s vs 2.3 s); a fit to
-  TP 2 and 4 therefore cannot extrapolate prefill to TP 8 (predicted ~30 % slow).
-- **Figure 13.** By Little's law the paper's 30.42 batched requests at 2 req/s and 338 output
-  tokens mean about 45 ms per generated token; the DistServe profile of a later vLLM on the
-  same GPU class gives ~31 ms at that batch, hence ~23. Orca (Max) is bound by memory, not
-  time, and stays at 7.
+  efficiency were fitted to these two runs together, so the *defaults* column is not a
+  prediction. The RTX 4090 run is KV-bound (2,588 blocks, TTFT is a minute of queueing), so its
+  error follows admission and preemption as much as step time; vLLM 0.19 admits a request only
+  when its whole prompt fits (`scheduler.reserve_full_prompt`, from the run's `meta.json`). The
+  held-out fits start from round priors instead (the script's `PRIOR`) and change only the host
+  overheads, so nothing in that column was fitted on the run it predicts.
+- **RTX PRO 6000 predicted from the RTX 4090: the 4090 run cannot split its overhead.** It keeps
+  ~33 sequences running almost all the time, so it fixes only `step + 33 · seq` (about 1.3 ms):
+  along that line its own error stays at 0.5-0.6 % while the RTX PRO 6000's, at 128 sequences,
+  ranges from 31.5 % (1.3 ms a step, 0 a sequence) to 17.2 % (0.01 ms, 0.039 ms). No split
+  reaches 10 %: fitted on its own run, the RTX PRO 6000 machine spends 2.0 ms + 0.050 ms a
+  sequence, 3.7 ms at 33 sequences, 2.8× the 4090 machine's host time at the same batch (two
+  different hosts). A per-sequence cost on the GPU side (priced as KV reads, so larger on the
+  slower 4090) was tried and made this prediction worse (30 % against 22 % in the same
+  protocol): the data want *less* per-step time on the slower GPU, i.e. a host term. Fitting the
+  efficiencies too (the *calibrated* column) does not transfer either: the 4090 runs its GEMMs
+  at 0.85 of its 165.2 TFLOPS spec, the RTX PRO 6000 at 0.58 of its 503.8, and with the other
+  board's value each run misses by 11-16 %.
+- **Step level, in sample (DistServe 6.2 %, Splitwise 6.4 %, not 2 %).** The DistServe profile
+  is itself two fitted lines with a jump at 95 sequences (TP 1, 95 sequences of 1,024 tokens:
+  86.9 ms by the small-batch line, 79.3 ms by the large-batch one); a roofline is continuous.
+  Splitwise's batched prompts cost more per token than single ones at TP 4 (16 × 512 tokens:
+  2,886 ms; one 8,192-token prompt, with 16× the attention: 2,333 ms).
+- **Step level, DistServe held out on OPT-66B.** Beyond streaming the weights at the full 2,039
+  GB/s, the profile's fixed decode cost grows with TP on OPT-13B (10.9, 18.2, 22.8 ms at TP 1,
+  2, 4: the fit reads it as all-reduce latency growing with the ring) but is flat on OPT-66B
+  (24.8, 23.5, 23.5, 23.1 ms at TP 2, 3, 4, 8), so TP 8 decode comes out 44 % slow. At TP 2
+  OPT-66B's weights leave ~8,900 tokens of KV per GPU and the profile charges 6.3× the HBM time
+  per context token (0.0037 ms against 0.0006 ms at 2 TB/s; OPT-13B at TP 2: 1.1×). Decode steps
+  whose KV cannot fit beside the weights were never measured and are not sampled (e.g. 256 ×
+  2,048 tokens at TP 2). The fit holds the weight-read efficiency at 0.9 (fitted, it went to
+  2.1).
+- **Step level, Splitwise held out on TP 8.** Decode is predicted within 2.6 %. Prefill is 21.6
+  % slow: per token, prefill gets dearer as the step grows, far more at TP 4 and 8 than at TP 2
+  (a token's marginal cost from 1,024 to 2,048 tokens, then from 4,096 to 8,192: TP 2 0.30 →
+  0.37 ms, TP 4 0.17 → 0.33 ms, TP 8 0.12 → 0.22 ms; attention's quadratic term adds under 10
+  %), a slowdown no per-token, per-prompt or all-reduce term reproduces across the three
+  degrees; fitted on TP 2 and 4, TP 8's small prefills are overcharged (+40-50 %).
+- **Figure 13.** The paper-era fit holds the weight-read efficiency at 0.9 instead of letting
+  the fixed overhead absorb the weight stream, so OPT-13B's 25.7 GB of weights cost 18.4 ms a
+  step at the paper's A100-40GB (1,555 GB/s) rather than the 14.0 ms of DistServe's A100-80GB:
+  27.2 batched requests, 11 % under the paper's 30.42. Orca (Max) batches exactly 7 whenever a
+  request waits; its mean is 6.95-6.96 because every step with fewer has an empty queue (with
+  the defaults: 444 steps before the last arrival, 1,003 in the final drain, of 98,637).
 """
 
 
@@ -156,8 +216,8 @@ def main() -> None:
                         help="write the 'sim vs real' block of docs/fidelity.md")  # fmt: skip
     args = parser.parse_args()
     started = time.perf_counter()
-    req_rows, _ = request_level()
-    step_rows, paper_era = step_level()
+    req_rows = request_level()
+    step_rows, group_rows, paper_era = step_level()
     fig_rows = figure13(paper_era)
     text = "\n\n".join([
         "## Sim vs real: step times against real GPUs\n\n"
@@ -165,9 +225,12 @@ def main() -> None:
         f"({time.perf_counter() - started:.0f} s). Errors: request level, mean abs. Diff% over "
         "TTFT/TPOT/E2E × mean/p50/p90/p99; step level, mean abs. relative step-time error.",
         "### Request level: vLLM 0.19 on two GPUs (Llama-3.1-8B, 300 ShareGPT requests)",
-        table(["run", "defaults", "calibrated on the run", "held out"], req_rows),
+        table(["run", "defaults (in sample)", "calibrated on the run", "held out (host side)"],
+              req_rows),
         "### Step level",
         table(["data (fit → held out)", "defaults", "calibrated", "held out"], step_rows),
+        "Held out, by tensor-parallel degree and phase (bias: mean signed error, + = simkv slow):",
+        table(["held out", "tp, phase", "steps", "mean abs. error", "bias"], group_rows),
         "### PagedAttention paper, Figure 13 (mean batched requests at the paper's rates)",
         table(["config", "paper", "simkv defaults", "paper-era profile (DistServe OPT-13B fit)"],
               fig_rows),

@@ -1,7 +1,9 @@
 """Fitting the roofline's knobs to measurements, deterministically (scipy).
 
 Knobs are fitted in log space within the bounds of :data:`KNOBS` (so an efficiency or an
-overhead stays positive). Two kinds of data:
+overhead stays positive), under a weak prior centred on the starting config
+(:data:`PRIOR_SIGMA`: a direction the data leave flat stays at the start; ``prior=False``
+drops it). Two kinds of data:
 
 * **step samples** (:mod:`simkv.calibrate.steps`): ``scipy.optimize.least_squares`` (trust
   region reflective, a deterministic method) on the log-ratio of predicted to measured step
@@ -9,8 +11,9 @@ overhead stays positive). Two kinds of data:
 * **a measured run** (:mod:`simkv.measured`): the run is simulated with candidate knobs and the
   objective is the mean absolute relative error over TTFT, TPOT and E2E latency × mean, p50,
   p90, p99 (the validation summary users compare simulators by); Nelder–Mead (derivative
-  free: the objective is piecewise constant at the scale of one step) from the starting config,
-  with a fixed evaluation budget. The simulation is deterministic, so is the fit.
+  free: the objective is piecewise constant at the scale of one step) from the starting config
+  and a first simplex of :data:`SIMPLEX_STEP`, with a fixed evaluation budget. The simulation
+  is deterministic, so is the fit.
 """
 
 from __future__ import annotations
@@ -35,15 +38,44 @@ KNOBS: dict[str, tuple[float, float]] = {
     "seq_overhead_ms": (1e-5, 10.0),
     "prefill_overhead_ms": (1e-4, 100.0),
     "gemm_efficiency": (0.02, 4.0),
-    "weight_read_efficiency": (0.02, 4.0),
-    "kv_read_efficiency": (0.02, 4.0),
+    "weight_read_efficiency": (0.02, 1.0),
+    "kv_read_efficiency": (0.02, 1.0),
     "attention_efficiency": (0.005, 4.0),
     "allreduce_latency_us": (0.1, 5000.0),
     "nvlink_hop_latency_us": (0.01, 1000.0),
     "pcie_hop_latency_us": (0.1, 5000.0),
     "interconnect_efficiency": (0.02, 4.0),
 }
-"""Every fittable knob of :class:`RooflineCostConfig` and its bounds (the fit stays inside)."""
+"""Every fittable knob of :class:`RooflineCostConfig` and its bounds (the fit stays inside).
+The two HBM read efficiencies stop at 1: a spec sheet's memory bandwidth is a physical peak
+(streaming kernels reach 80-93 % of it), so a fit asking for more is absorbing a term the
+model lacks (e.g. a fixed cost that does not shrink with the tensor-parallel degree), not
+measuring a bandwidth. Tensor FLOP/s may exceed the spec (some sheets quote the slower
+FP32-accumulate rate), hence 4."""
+
+WIDE_PRIOR = math.log(4.0)
+PRIOR_SIGMA: dict[str, float] = {
+    "weight_read_efficiency": math.log(1.25),
+    "kv_read_efficiency": math.log(2.0),
+    "gemm_efficiency": math.log(2.0),
+    "attention_efficiency": math.log(2.0),
+    "interconnect_efficiency": math.log(2.0),
+}
+"""Width, in log space, of the weak prior every fit puts on each knob, centred on the start
+config; :data:`WIDE_PRIOR` (4-fold) for the knobs not listed (host overheads and latencies,
+which differ by engine generation). The efficiencies are narrower because their range is
+known: streaming kernels reach 80-93 % of the HBM spec (hence 1.25-fold around the weight
+read's 0.9), GEMMs and FlashAttention 40-80 % of the tensor peak. A knob moving by its width
+costs as much as one more step (or, in a run fit, the whole run) misfit by
+``PRIOR_DATA_SCALE``. Knobs the data determine barely feel it; knobs the data cannot tell
+apart (e.g. the weight-read efficiency against the all-reduce's growth with tp when only two
+tp degrees are measured, or the per-sequence overhead of a run that never batches more than
+~35 sequences) stay near the start instead of wandering to a bound."""
+PRIOR_DATA_SCALE = 0.02
+"""The misfit a knob's move by its prior width is worth: the prior residual of a knob is
+``PRIOR_DATA_SCALE · Δlog / sigma`` beside the data's log-ratio residuals. 2 %: small enough
+that noise-free synthetic data still give back their true knobs within 1 %
+(tests/calibrate/test_fit.py), large enough to pin a direction the data leave flat."""
 
 _START_IF_ZERO = {
     "seq_overhead_ms": 0.01,
@@ -126,23 +158,37 @@ def step_errors(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> np.nd
     return _predict_ms(cfg, samples) / measured - 1.0
 
 
+def _prior_weights(knobs: Sequence[str], prior: bool) -> np.ndarray:
+    """Per-knob weight of the prior residual on the log-space displacement (0: no prior)."""
+    sigmas = np.array([PRIOR_SIGMA.get(knob, WIDE_PRIOR) for knob in knobs])
+    return (PRIOR_DATA_SCALE / sigmas) * (1.0 if prior else 0.0)
+
+
 def fit_steps(
-    start: RooflineCostConfig, samples: Sequence[StepSample], knobs: Sequence[str]
+    start: RooflineCostConfig,
+    samples: Sequence[StepSample],
+    knobs: Sequence[str],
+    *,
+    prior: bool = True,
 ) -> FitResult:
-    """The knobs that best predict ``samples`` (least squares on log step-time ratios)."""
+    """The knobs that best predict ``samples`` (least squares on log step-time ratios, plus
+    the weak log-space prior centred on ``start`` unless ``prior`` is False)."""
     knobs = check_knobs(knobs)
     if len(samples) < len(knobs):
         raise InputError(f"{len(samples)} steps cannot determine {len(knobs)} knobs", field="--fit")
     log_measured = np.log([s.time_ms for s in samples])
     count = 0
 
+    x0 = _start(start, knobs)
+    weight = _prior_weights(knobs, prior)
+
     def residuals(x: np.ndarray) -> np.ndarray:
         nonlocal count
         count += 1
-        return np.log(_predict_ms(_with(start, knobs, x), samples)) - log_measured
+        data = np.log(_predict_ms(_with(start, knobs, x), samples)) - log_measured
+        return np.concatenate([data, weight * (x - x0)])
 
     bounds = np.log([KNOBS[k] for k in knobs]).T
-    x0 = _start(start, knobs)
     result = least_squares(
         residuals,
         x0,
@@ -166,6 +212,10 @@ def fit_steps(
 
 
 RunObjective = Callable[[RooflineCostConfig], float]
+SIMPLEX_STEP = math.log(1.5)
+"""Edge of Nelder–Mead's first simplex in log space: each knob first tries 1.5× its start.
+(scipy's default edge is 5 % of the coordinate, i.e. ~0 for a knob starting at 1 ms, whose
+log is 0: such a knob would hardly move.)"""
 
 
 def fit_run(
@@ -174,10 +224,15 @@ def fit_run(
     knobs: Sequence[str],
     *,
     max_evaluations: int = 150,
+    prior: bool = True,
 ) -> FitResult:
-    """The knobs minimising ``objective`` (a simulated run's mean abs. relative error)."""
+    """The knobs minimising ``objective`` (a simulated run's mean abs. relative error ``e``)
+    with, unless ``prior`` is False, the weak log-space prior centred on ``start`` added as in
+    the step fit: ``sqrt(e² + Σ (PRIOR_DATA_SCALE · Δlog / sigma)²)``."""
     knobs = check_knobs(knobs)
     count = 0
+    x0 = _start(start, knobs)
+    weight = _prior_weights(knobs, prior)
 
     def score(x: np.ndarray) -> float:
         nonlocal count
@@ -185,15 +240,17 @@ def fit_run(
         bounds = np.log([KNOBS[k] for k in knobs])
         if np.any(x < bounds[:, 0]) or np.any(x > bounds[:, 1]):
             return math.inf
-        return objective(_with(start, knobs, x))
+        error = objective(_with(start, knobs, x))
+        return math.sqrt(error**2 + float(np.sum((weight * (x - x0)) ** 2)))
 
-    x0 = _start(start, knobs)
     start_error = score(x0)
+    simplex = np.vstack([x0, x0 + SIMPLEX_STEP * np.eye(len(knobs))])
     result = minimize(
         score,
         x0,
         method="Nelder-Mead",
-        options={"maxfev": max_evaluations, "xatol": 1e-3, "fatol": 1e-4},
-    )
+        options={"maxfev": max_evaluations, "xatol": 1e-3, "fatol": 1e-4,
+                 "initial_simplex": simplex},
+    )  # fmt: skip
     fitted = _with(start, knobs, result.x)
-    return FitResult(start, fitted, knobs, float(result.fun), start_error, count)
+    return FitResult(start, fitted, knobs, objective(fitted), start_error, count)

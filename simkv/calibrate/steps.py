@@ -4,7 +4,11 @@ Sources, detected from the file (:func:`simkv.config.step_sources.sniff`):
 
 * a **DistServe profile** (a fitted model, :mod:`simkv.config.step_sources`): *sampled* on a
   grid: prefill batches of 1–8 prompts of 64–2,048 tokens and decode batches of 1–256
-  sequences at contexts of 64–2,048 tokens; its GPU is named by the caller;
+  sequences at contexts of 64–2,048 tokens, only where the decode batch's KV fits in the GPU
+  memory the weights leave (:func:`decode_fits`: the profile was measured on a running
+  engine, so a batch that cannot fit was never measured; there the coefficients only
+  extrapolate, e.g. OPT-66B at TP 2 holds ~9,000 tokens, not 256 × 2,048); its GPU is named
+  by the caller;
 * a **Splitwise table**: each averaged point is a prefill step (``batch`` prompts from scratch)
   and a decode step (``batch`` sequences at the mean context ``prompt + generated / 2``);
 * a **generic step CSV**: ``step_time_ms, prefill_tokens, decode_tokens, num_seqs,
@@ -19,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from simkv.config.hardware import load_gpu_preset, load_model_preset
+from simkv.config.sections import KVCacheConfig
 from simkv.config.step_sources import (
     gpu_preset,
     integer,
@@ -29,10 +35,18 @@ from simkv.config.step_sources import (
     rows,
     sniff,
 )
+from simkv.engine.capacity import InsufficientMemory, kv_capacity_blocks
 from simkv.engine.cost_model import StepWork, chunk_attention_pairs
 from simkv.errors import InputError
 
-__all__ = ["StepSample", "decode_work", "is_step_table", "prefill_work", "read_step_samples"]
+__all__ = [
+    "StepSample",
+    "decode_fits",
+    "decode_work",
+    "is_step_table",
+    "prefill_work",
+    "read_step_samples",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +89,22 @@ def decode_work(batch: int, context_tokens: float) -> StepWork:
     )
 
 
+def decode_fits(model: str, gpu: str, tensor_parallel: int, kv_tokens: float) -> bool:
+    """Whether ``kv_tokens`` tokens of KV fit on each GPU of the tp group beside its weight
+    shard, as simkv sizes a KV pool (:func:`~simkv.engine.capacity.kv_capacity_blocks` with
+    the :class:`KVCacheConfig` defaults: vLLM's 0.9 utilization, 1 GiB activation reserve)."""
+    kv = KVCacheConfig()
+    try:
+        capacity = kv_capacity_blocks(
+            load_model_preset(model), load_gpu_preset(gpu), tensor_parallel=tensor_parallel,
+            block_size=1, gpu_memory_utilization=kv.gpu_memory_utilization,
+            activation_reserve_bytes=int(kv.activation_reserve_gib * 2**30),
+        )  # fmt: skip
+    except InsufficientMemory:
+        return False
+    return kv_tokens <= capacity
+
+
 _GENERIC = ("step_time_ms", "prefill_tokens", "decode_tokens", "num_seqs", "kv_read_tokens")
 
 
@@ -90,6 +120,8 @@ def _distserve_samples(path: Path, gpu: str | None, only: str | None) -> list[St
                                           "prefill"))  # fmt: skip
         for batch in _DECODE_BATCHES:
             for ctx in _DECODE_CONTEXTS:
+                if not decode_fits(fit.model, gpu_name, tp, batch * (ctx + 1)):
+                    continue
                 ms = fit.decode_ms(batch, batch * ctx)
                 samples.append(StepSample(decode_work(batch, ctx), fit.model, gpu_name, tp, ms,
                                           "decode"))  # fmt: skip
