@@ -29,6 +29,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from simkv.report.conventions import axis_label
 from simkv.report.label_layout import place_point_labels
 from simkv.report.sweep_folder import (
     SweepFolder,
@@ -57,6 +58,22 @@ COINCIDE = 0.01
 """Lines whose points are this close (fraction of the axis height, about 2 px) hide each other."""
 EQUAL_RTOL = 1e-9
 """Relative difference below which two lines' values are called equal (``=`` in the legend)."""
+AXIS_UNITS: dict[str, str] = {
+    "workload.rate": "req/s",
+    "workload.arrival.rate": "req/s",
+    "workload.time_scale": "×",
+    "kv_cache.block_size": "tokens",
+    "kv_cache.capacity_gib": "GiB",
+    "kv_cache.num_blocks": "blocks",
+    "kv_cache.swap_space_gib": "GiB",
+    "kv_cache.gpu_memory_utilization": "fraction",
+    "scheduler.max_num_seqs": "requests",
+    "scheduler.max_num_batched_tokens": "tokens",
+    "scheduler.long_prefill_token_threshold": "tokens",
+    "parallel.tensor_parallel": "GPUs",
+}
+"""Units of the sweep axes users vary most (the figure convention: every axis names its unit,
+:func:`simkv.report.conventions.axis_label`); other axes are named by their key alone."""
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 LINESTYLES = ("-", "--", "-.", ":")
 SLO_STYLE = {"color": "tab:red", "linestyle": (0, (5, 3)), "linewidth": 1.0}
@@ -74,6 +91,12 @@ class Marks:
 
 Line = tuple[str | None, np.ndarray, np.ndarray]
 """A line of a chart: its legend name, x positions, y values."""
+
+
+def axis_title(key: str) -> str:
+    """A sweep axis's label: its key path, with its unit when :data:`AXIS_UNITS` knows it."""
+    unit = AXIS_UNITS.get(key)
+    return key if unit is None else axis_label(key, unit)
 
 
 def _lines(ok: pd.DataFrame, metric: str, x: str, xs: list[Any], others: list[str]) -> list[Line]:
@@ -126,7 +149,7 @@ def _set_x(ax: Axes, x: str, xs: list[Any], numeric: bool) -> bool:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticks(xs if numeric else range(len(xs)), [axis_value(v) for v in xs])
-    ax.set_xlabel(x + (" (log2 scale)" if log2 else ""))
+    ax.set_xlabel(axis_title(x) + (" (log2 scale)" if log2 else ""))
     return log2
 
 
@@ -195,8 +218,8 @@ def heatmap_figure(sweep: SweepFolder, metric: str, label: str, x: str) -> Figur
     _annotate(ax, grid, norm)
     ax.set_xticks(range(len(xs)), [axis_value(v) for v in xs])
     ax.set_yticks(range(len(ys)), [axis_value(v) for v in ys])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+    ax.set_xlabel(axis_title(x))
+    ax.set_ylabel(axis_title(y))
     scale = " (log scale)" if isinstance(norm, LogNorm) else ""
     bar = fig.colorbar(image, ax=ax, label=label + scale)
     if isinstance(norm, LogNorm):

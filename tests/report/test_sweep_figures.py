@@ -97,6 +97,7 @@ def test_reference_lines_and_thinned_ticks(tmp_path: Path) -> None:
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["SLO 1,000 ms", "knee 4.02 req/s"]
     assert ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "workload.rate (req/s)"  # the axis names its unit
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks[0] == "1" and ticks[-1] == "8"
     assert "" in ticks[1:4], "three ticks 0.02 apart cannot all be labelled"
