@@ -83,7 +83,8 @@ def main() -> None:
         )
     worst = max(float(r["wall_s"] or 0) for r in rows[1:]) / float(single["wall_s"] or 1)
     verdict = "within" if worst <= args.replicas else "OVER"
-    print(f"\nslowest fleet: {worst:.2f}× the single replica ({verdict} the {args.replicas}× bound)")
+    bound = f"{verdict} the {args.replicas}× bound"
+    print(f"\nslowest fleet: {worst:.2f}× the single replica ({bound})")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ load imbalance.
 
 The combined ``requests`` frame has one row per request (sorted by ``req_id``, as one
 replica's) plus ``replica``, the index of the replica the router sent it to; ``steps`` is every
-replica's steps (replica 0's first, each in time order) plus ``replica``; ``itl`` all samples.
+replica's steps in time order (by start, then replica) plus ``replica``; ``itl`` all samples.
 
 The fleet summary is :func:`~simkv.metrics.summary.summarize` over the combined frames (KV
 usage of each step row over its own replica's pool; ``evictions`` summed over replicas) plus:
@@ -39,7 +39,8 @@ def combine(frames: list[RunFrames], replica_of: np.ndarray) -> RunFrames:
     requests = pd.concat([f.requests for f in frames], ignore_index=True)
     requests = requests.sort_values("req_id", kind="stable", ignore_index=True)
     requests["replica"] = replica_of[requests["req_id"].to_numpy()]
-    steps = pd.concat([f.steps.assign(replica=r) for r, f in enumerate(frames)], ignore_index=True)
+    steps = pd.concat([f.steps.assign(replica=r) for r, f in enumerate(frames)])
+    steps = steps.sort_values(["time_s", "replica"], kind="stable", ignore_index=True)
     itl = pd.concat([f.itl for f in frames], ignore_index=True)
     return RunFrames(requests=requests, steps=steps, itl=itl)
 
@@ -76,7 +77,7 @@ def fleet_summary(
 ) -> tuple[dict[str, float | None], pd.DataFrame]:
     """The fleet's summary and its per-replica table. ``capacities[r]``: replica ``r``'s KV
     pool (blocks; slots for contiguous memory); ``labels[r]``: its group, GPU, TP."""
-    per_row = np.repeat(np.asarray(capacities, dtype=np.float64), [len(f.steps) for f in frames])
+    per_row = np.asarray(capacities, dtype=np.float64)[combined.steps["replica"].to_numpy()]
     summary = summarize(combined, slo, per_row, percentiles)  # type: ignore[arg-type]
     summary["evictions"] = sum(
         int(f.steps["evictions"].iloc[-1]) if len(f.steps) else 0 for f in frames
