@@ -31,16 +31,33 @@ ROUTER_STREAM = 1
 routing draws never shift the workload's (``default_rng(seed)``)."""
 
 
-def _group_sizings(groups: list[SimConfig], workload: Workload) -> list[KVSizing]:
-    """The KV pool of every group after the first, checked as one engine's is; the errors of
-    all groups together, each naming its group."""
+def _in_group(cfg: SimConfig, k: int, field: str | None) -> str | None:
+    """The key an error of group ``k`` is about: the group's own section when it gives one,
+    else the top-level key it inherits."""
+    section = field.partition(".")[0] if field else ""
+    group = cfg.fleet.replicas[k] if cfg.fleet is not None else None
+    if field and group is not None and getattr(group, section, None) is not None:
+        return f"fleet.replicas.{k}.{field}"
+    return field
+
+
+def group_sizings(cfg: SimConfig, workload: Workload | None = None) -> list[KVSizing]:
+    """The KV pool of each replica group (of the one engine without ``fleet:``), checked as
+    one engine's is, and, given the ``workload``, each group's schedulability; the errors of
+    all groups together, each naming its group (in a fleet)."""
     sizings, errors = [], []
-    for k, group in enumerate(groups[1:], start=1):
+    groups = cfg.group_configs()
+    for k, group in enumerate(groups):
         try:
             sizings.append(check_kv(group))
-            check_schedulable(group, workload)
+            if workload is not None:
+                check_schedulable(group, workload)
         except InputError as err:
-            errors.append(InputError(f"replica group {k}: {err.message}", field=err.field))
+            if cfg.fleet is None:
+                raise
+            errors.append(
+                InputError(f"replica group {k}: {err.message}", field=_in_group(cfg, k, err.field))
+            )
     if errors:
         raise all_of(errors)
     return sizings
@@ -60,8 +77,8 @@ def build_fleet(
     if cfg.fleet is None:
         raise ValueError("build_fleet needs a config with fleet:")
     groups = cfg.group_configs()
-    workload, first = _checked_inputs(groups[0], base_dir, workload)
-    group_sizing = [first, *_group_sizings(groups, workload)]
+    workload, _ = _checked_inputs(groups[0], base_dir, workload)
+    group_sizing = group_sizings(cfg, workload)
     env, sessions = Environment(), Sessions(workload)
     replicas, sizings, configs = [], [], []
     for group, sizing, spec in zip(groups, group_sizing, cfg.fleet.replicas, strict=True):

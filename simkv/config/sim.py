@@ -252,10 +252,15 @@ def located_in(path: str | Path, overrides: list[str]) -> Iterator[None]:
         apply_overrides_all(doc, overrides)
         located = [
             one if one.file is not None or one.field is None
-            else doc.error_at(tuple(one.field.split(".")), one.message)
+            else doc.error_at(_key_path(one.field), one.message)
             for one in lines
         ]  # fmt: skip
         raise all_of(located) from None
+
+
+def _key_path(field: str) -> tuple[str | int, ...]:
+    """A dotted field as a key path; digits are list indices (``fleet.replicas.1.kv_cache``)."""
+    return tuple(int(part) if part.isdigit() else part for part in field.split("."))
 
 
 def dump_resolved(cfg: SimConfig) -> str:

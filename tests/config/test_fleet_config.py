@@ -88,3 +88,28 @@ def test_a_bad_fleet_is_exit_2_without_traceback(tmp_path: Path) -> None:
     path.write_text(BASE + "fleet:\n  router: {kind: nope}\n  replicas: [{count: 1}]\n")
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_validate_sizes_every_group_and_blames_a_groups_own_section(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from simkv.cli import app
+
+    path = tmp_path / "f.yaml"
+    groups = "fleet:\n  replicas:\n    - {count: 2}\n    - {count: 1, kv_cache: {num_blocks: 600}}"
+    path.write_text(BASE + "kv_cache: {num_blocks: 500}\n" + groups + "\n")
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0
+    lines = [line for line in result.output.splitlines() if line.startswith("# KV cache")]
+    assert lines == [
+        "# KV cache (replica group 0, 2 replicas): 500 blocks x 16 tokens = 8000 token slots; "
+        "512 CPU swap blocks",
+        "# KV cache (replica group 1, 1 replicas): 600 blocks x 16 tokens = 9600 token slots; "
+        "512 CPU swap blocks",
+    ]
+    path.write_text(BASE + groups.replace("600", "2") + "\n")
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert f"{path}:9 fleet.replicas.1.kv_cache: replica group 1: the KV cache holds 32 " in (
+        result.output
+    )
