@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from simkv.config.fleet import FleetConfig
@@ -131,3 +132,53 @@ def test_a_stale_view_herds_until_its_refresh(tmp_path: Path) -> None:
 def test_every_request_is_served_once(tmp_path: Path, router: str) -> None:
     replicas = _fleet_run(tmp_path, router, 0)
     assert len(replicas) == 4 and set(replicas) <= {0, 1}
+
+
+def test_session_affinity_keeps_every_turn_of_a_closed_loop_session_together() -> None:
+    from simkv.config.sim import load_config
+    from simkv.runner import simulate
+    from simkv.workload.build import build_workload
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "multi_turn.yaml"
+    fleet = FleetConfig.model_validate(
+        {"router": {"kind": "session_affinity"}, "replicas": [{"count": 3}]}
+    )
+    cfg = load_config(path, ["workload.num_sessions=40"]).model_copy(update={"fleet": fleet})
+    workload = build_workload(cfg.workload, np.random.default_rng(cfg.seed), path.parent)
+    assert workload.session_id is not None and workload.turn is not None
+    assert (workload.turn > 0).sum() > 40  # follow-up turns, routed at their release
+    replicas = simulate(cfg, path.parent).requests["replica"].to_numpy()
+    per_session = pd.Series(replicas).groupby(workload.session_id).nunique()
+    assert (per_session == 1).all() and len(set(replicas)) == 3
+
+
+def _mooncake_fleet(tmp_path: Path, router: str) -> pd.DataFrame:
+    """Three Mooncake-format requests (512-token units named by hash ids), 10 s apart so
+    each has finished (its blocks cached, free) before the next: A = units [1, 2, 3] of 1,100
+    tokens, B = [1, 2, 4] (A's first 1,024 tokens), C = [9, 10]; two replicas."""
+    tmp_path.mkdir()
+    trace = tmp_path / "trace.jsonl"
+    rows = [(0, 1100, [1, 2, 3]), (10_000, 1100, [1, 2, 4]), (20_000, 600, [9, 10])]
+    trace.write_text("".join(
+        f'{{"timestamp": {t}, "input_length": {n}, "output_length": 2, "hash_ids": {ids}}}\n'
+        for t, n, ids in rows
+    ))  # fmt: skip
+    root = Path(__file__).resolve().parents[2] / "configs" / "mooncake.yaml"
+    overrides = [f"workload.path={trace}", "workload.time_scale=1.0",
+                 f"fleet={{router: {{kind: {router}}}, replicas: [{{count: 2}}]}}"]  # fmt: skip
+    from simkv.config.sim import load_config
+
+    return run(load_config(root, overrides), tmp_path).requests
+
+
+def test_prefix_aware_sends_a_shared_prefix_where_it_is_cached(tmp_path: Path) -> None:
+    # A: no hit anywhere, loads equal: replica 0. B: 1,024 of its 1,100 tokens cached on
+    # replica 0 (> half): replica 0, and it hits them. C: no hit: the least-used pool (tie
+    # at 0 blocks in use, 0 outstanding): replica 0.
+    aware = _mooncake_fleet(tmp_path / "aware", "prefix_aware")
+    assert aware["replica"].tolist() == [0, 0, 0]
+    assert aware["prefix_hit_tokens"].tolist() == [0, 1024, 0]
+    # round robin sends B to replica 1, whose cache is empty
+    rr = _mooncake_fleet(tmp_path / "rr", "round_robin")
+    assert rr["replica"].tolist() == [0, 1, 0]
+    assert rr["prefix_hit_tokens"].tolist() == [0, 0, 0]
