@@ -107,7 +107,8 @@ class ScorerWeights(Frozen):
 
 
 class WeightedRouter(Frozen):
-    """llm-d's inference scheduler (``scheduling/framework``): score every replica as
+    """llm-d's inference scheduler (the gateway API inference extension's scheduling
+    framework: weighted scorers, then a max-score picker): score every replica as
     ``Σ weight × scorer`` and take the highest; ties go to the lowest index (llm-d picks among
     ties at random)."""
 
