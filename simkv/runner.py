@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,7 @@ class RunOutput:
     frames: RunFrames
     summary: dict[str, float | None]
     wall_s: float
+    replicas: pd.DataFrame | None = None  # a fleet's per-replica table (simkv.metrics.fleet)
 
     @property
     def requests(self) -> pd.DataFrame:
@@ -227,6 +229,19 @@ def build_engine(
     (both change nothing in the results; tests compare).
     """
     workload, sizing = _checked_inputs(cfg, base_dir, workload)
+    engine = assemble_engine(
+        cfg, base_dir, workload, sizing, check_invariants=check_invariants,
+        progress=progress, fast_forward=fast_forward, pull_arrivals=pull_arrivals,
+    )  # fmt: skip
+    return engine, sizing
+
+
+def assemble_engine(
+    cfg: SimConfig, base_dir: Path, workload: Workload, sizing: KVSizing, **engine_args: Any
+) -> Engine:
+    """One engine over a checked workload and KV pool: its cost model, recorder, scheduler
+    (over its KV memory) and limits; ``engine_args`` as :class:`Engine` takes them (a fleet's
+    replicas share an ``env``)."""
     cost = build_cost_model(
         cfg.cost_model, cfg.model, cfg.gpu, tensor_parallel=cfg.parallel.tensor_parallel,
         block_size=sizing.block_size, base_dir=base_dir,
@@ -235,12 +250,7 @@ def build_engine(
     scheduler = build_scheduler(cfg, sizing, recorder)
     caching = (cfg.kv_cache.prefix_caching or "none") != "none"
     limits = EngineLimits(cfg.model.max_model_len, sizing.block_size, content_keys=caching)
-    engine = Engine(
-        workload, scheduler, cost, recorder, limits,
-        check_invariants=check_invariants, progress=progress, fast_forward=fast_forward,
-        pull_arrivals=pull_arrivals,
-    )  # fmt: skip
-    return engine, sizing
+    return Engine(workload, scheduler, cost, recorder, limits, **engine_args)
 
 
 def simulate(
@@ -257,6 +267,13 @@ def simulate(
     ``fast_forward`` advances steadily decoding requests lazily (simkv.engine.lazy), same results;
     ``percentiles`` (0–100) are added to the summary's (:func:`~simkv.metrics.summary.summarize`).
     """
+    if cfg.fleet is not None:  # (imported here: simkv.fleet_run builds on this module)
+        from simkv.fleet_run import simulate_fleet
+
+        return simulate_fleet(
+            cfg, base_dir, progress=progress, check_invariants=check_invariants,
+            fast_forward=fast_forward, percentiles=percentiles,
+        )  # fmt: skip
     started = time.perf_counter()
     engine, sizing = build_engine(
         cfg, base_dir, progress=progress, check_invariants=check_invariants,
@@ -290,5 +307,10 @@ def write_run(out: RunOutput, out_dir: Path, fmt: FrameFormat = FrameFormat.parq
         "kv_token_slots": out.sizing.token_slots,
     }
     paths["summary"].write_text(json.dumps({**out.summary, **sizing}, indent=2) + "\n")
+    if out.replicas is not None:
+        paths["replicas"] = out_dir / "replicas.json"
+        paths["replicas"].write_text(out.replicas.to_json(orient="records", indent=2) + "\n")
+    else:
+        (out_dir / "replicas.json").unlink(missing_ok=True)  # a rerun without a fleet
     paths["config"].write_text(dump_resolved(out.config))
     return [*frames, *paths.values()]

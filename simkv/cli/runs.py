@@ -117,16 +117,19 @@ def validate(
 ) -> None:
     """Validate a run config and print it fully resolved (every default and preset value)."""
     from simkv.config.sim import dump_resolved, load_config, located_in
-    from simkv.runner import check_kv
+    from simkv.fleet_run import group_sizings
 
     with input_errors(ctx), located_in(config, set_ or []):
         cfg = load_config(config, set_ or [])
-        sizing = check_kv(cfg)
+        sizings = group_sizings(cfg)
     typer.echo(dump_resolved(cfg), nl=False)
-    typer.echo(
-        f"# KV cache: {sizing.num_blocks} blocks x {sizing.block_size} tokens = "
-        f"{sizing.token_slots} token slots; {sizing.swap_blocks} CPU swap blocks"
-    )
+    groups = cfg.fleet.replicas if cfg.fleet is not None else []
+    for k, sizing in enumerate(sizings):
+        where = f" (replica group {k}, {groups[k].count} replicas)" if groups else ""
+        typer.echo(
+            f"# KV cache{where}: {sizing.num_blocks} blocks x {sizing.block_size} tokens = "
+            f"{sizing.token_slots} token slots; {sizing.swap_blocks} CPU swap blocks"
+        )
 
 
 def schema() -> None:

@@ -18,6 +18,7 @@ from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from simkv.config.base import Frozen, YamlDoc, load_yaml, one_error, validate
 from simkv.config.cost import CostConfig, RooflineCostConfig
+from simkv.config.fleet import ENGINE_SECTIONS, MAX_REPLICAS, FleetConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.limits import FolderName
 from simkv.config.overrides import apply_overrides, apply_overrides_all, is_set, parent_of
@@ -56,22 +57,31 @@ class SimConfig(Frozen):
     preemption: PreemptionConfig = PreemptionConfig()
     cost_model: CostConfig = RooflineCostConfig(kind="roofline")
     slo: SLOConfig = SLOConfig()
+    fleet: FleetConfig | None = Field(
+        None, description="replica groups behind a router; unset: one replica"
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _default_prefix_caching(cls, data: Any) -> Any:
-        """vLLM 0.11 enables prefix caching by default; the resolved config says so."""
+        """vLLM 0.11 enables prefix caching by default; the resolved config says so. A
+        replica group that sets its own scheduler and leaves ``prefix_caching`` unset (in its
+        ``kv_cache`` or, inherited, the top level's) gets its scheduler's default."""
         if not isinstance(data, dict):
             return data
-        kv = data.get("kv_cache")
-        kv = dict(kv) if isinstance(kv, dict) else {} if kv is None else kv
-        if isinstance(kv, dict) and kv.get("prefix_caching") is None:
-            sched = data.get("scheduler")
-            traits = traits_of(
-                sched.get("kind", "vllm_v1") if isinstance(sched, dict) else "vllm_v1"
-            )
-            kv["prefix_caching"] = "hash" if traits and traits.prefix_caching else "none"
-            data = {**data, "kv_cache": kv}
+        raw_kv = data.get("kv_cache")
+        data = {**data, **_with_caching_default(data, raw_kv, data.get("scheduler"))}
+        fleet = data.get("fleet")
+        groups = fleet.get("replicas") if isinstance(fleet, dict) else None
+        if isinstance(groups, list):
+            filled = []
+            for group in groups:
+                if isinstance(group, dict) and ("scheduler" in group or "kv_cache" in group):
+                    kv = group.get("kv_cache", raw_kv)
+                    sched = group.get("scheduler", data.get("scheduler"))
+                    group = {**group, **_with_caching_default(group, kv, sched)}
+                filled.append(group)
+            data["fleet"] = {**fleet, "replicas": filled}
         return data
 
     @model_validator(mode="after")
@@ -79,6 +89,13 @@ class SimConfig(Frozen):
         problems = rule_problems({name: getattr(self, name) for name in RULE_SECTIONS})
         if problems:  # the first; load_config reports them all (simkv.config.rules)
             raise ValueError(problems[0])
+        if self.fleet is not None:
+            if self.fleet.num_replicas > MAX_REPLICAS:
+                raise ValueError(f"fleet.replicas: more than {MAX_REPLICAS} replicas in all")
+            for k, cfg in enumerate(self.group_configs()):
+                problems = rule_problems({name: getattr(cfg, name) for name in RULE_SECTIONS})
+                if problems:
+                    raise ValueError(f"fleet.replicas: group {k}: {problems[0]}")
         return self._resolved()
 
     def _resolved(self) -> SimConfig:
@@ -103,6 +120,32 @@ class SimConfig(Frozen):
             victim = pre.victim_for(policy)
             object.__setattr__(self, "preemption", pre.model_copy(update={"victim": victim}))
         return self
+
+    def group_configs(self) -> list[SimConfig]:
+        """One config per replica group (this one without ``fleet`` and with the group's
+        engine sections); ``[self]`` without a fleet."""
+        if self.fleet is None:
+            return [self]
+        # (a copy runs no validator: each group fills its own scheduler's defaults)
+        return [
+            self.model_copy(update={
+                "fleet": None,
+                **{name: getattr(group, name) for name in ENGINE_SECTIONS
+                   if getattr(group, name) is not None},
+            })._resolved()
+            for group in self.fleet.replicas
+        ]  # fmt: skip
+
+
+def _with_caching_default(data: dict[str, Any], kv: Any, sched: Any) -> dict[str, Any]:
+    """``{"kv_cache": ...}`` with ``prefix_caching`` filled from the scheduler's traits when
+    ``kv`` (a raw section) leaves it unset; ``{}`` when there is nothing to fill."""
+    kv = dict(kv) if isinstance(kv, dict) else {} if kv is None else kv
+    if not isinstance(kv, dict) or kv.get("prefix_caching") is not None:
+        return {}
+    traits = traits_of(sched.get("kind", "vllm_v1") if isinstance(sched, dict) else "vllm_v1")
+    kv["prefix_caching"] = "hash" if traits and traits.prefix_caching else "none"
+    return {"kv_cache": kv}
 
 
 def _measured_path(doc: YamlDoc) -> Path | None:
@@ -240,10 +283,15 @@ def located_in(path: str | Path, overrides: list[str]) -> Iterator[None]:
         apply_overrides_all(doc, overrides)
         located = [
             one if one.file is not None or one.field is None
-            else doc.error_at(tuple(one.field.split(".")), one.message)
+            else doc.error_at(_key_path(one.field), one.message)
             for one in lines
         ]  # fmt: skip
         raise all_of(located) from None
+
+
+def _key_path(field: str) -> tuple[str | int, ...]:
+    """A dotted field as a key path; digits are list indices (``fleet.replicas.1.kv_cache``)."""
+    return tuple(int(part) if part.isdigit() else part for part in field.split("."))
 
 
 def dump_resolved(cfg: SimConfig) -> str:

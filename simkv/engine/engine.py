@@ -20,6 +20,7 @@ import gc
 from array import array
 from collections.abc import Callable, Generator
 from heapq import heappush
+from typing import Protocol
 
 import numpy as np
 import simpy
@@ -38,6 +39,21 @@ from simkv.metrics.recorder import Recorder
 from simkv.workload.request import Workload
 
 ProgressFn = Callable[[int, int], None]
+
+
+class FleetHooks(Protocol):
+    """What an engine that is one replica of a fleet (:class:`simkv.engine.fleet.Fleet`)
+    asks its fleet."""
+
+    def num_done(self) -> int:
+        """Requests recorded by the whole fleet (the run ends when all are)."""
+
+    def follow_up(self, j: int, think_s: float) -> None:
+        """Route request ``j``, a closed-loop follow-up turn, ``think_s`` from now."""
+
+    def horizon_s(self) -> float:
+        """The next time anything can be delivered to a replica (the end of a decode run
+        without the scheduler: other replicas' steps cannot change this one)."""
 
 
 class Environment(simpy.Environment):
@@ -72,8 +88,11 @@ class Engine:
         progress: ProgressFn | None = None,
         fast_forward: bool = True,
         pull_arrivals: bool = True,
+        env: Environment | None = None,
+        sessions: Sessions | None = None,
     ) -> None:
-        self.env = Environment()
+        # a fleet's replicas share one environment and one Sessions (simkv.engine.fleet)
+        self.env = Environment() if env is None else env
         self.fast_forward = fast_forward  # the decode lane (checked runs bring it up to date)
         self.fast_forward_steps = 0  # steps in which the decode lane's members decoded
         self.decode_run_steps = 0  # ... of which the engine stepped without the scheduler
@@ -85,8 +104,8 @@ class Engine:
         self.check_invariants = check_invariants
         self.progress = progress
         self._arrival_s = array("d", workload.arrival_s.astype(np.float64).tobytes())
-        self._intake = Intake(workload, scheduler, limits)
-        self._sessions = Sessions(workload)
+        self.intake = Intake(workload, scheduler, limits)
+        self._sessions = Sessions(workload) if sessions is None else sessions
         # open loop: the step process pulls the arrivals (no SimPy event per arrival)
         self._feed: ArrivalFeed | None = None
         if pull_arrivals and not self._sessions.closed_loop:
@@ -96,6 +115,7 @@ class Engine:
         self._seen_done = 0  # recorded requests whose follow-ups were released
         self._guard = ProgressGuard()
         self._wake: simpy.Event | None = None
+        self.fleet: FleetHooks | None = None  # set by the fleet this engine is a replica of
 
     def run(self) -> None:
         """Simulate until every request has finished, been rejected or been aborted.
@@ -115,6 +135,21 @@ class Engine:
         finally:
             if collecting:
                 gc.enable()
+
+    def step_process(self) -> simpy.Process:
+        """Start this engine's step process (a fleet starts each replica's; :meth:`run`
+        starts the arrival and step processes of one engine)."""
+        return self.env.process(self._steps())
+
+    def deliver(self, i: int, arrival_s: float) -> None:
+        """Request ``i`` (arrived at ``arrival_s``, now) joins at the next step's start; an
+        idle engine wakes. (A fleet's router delivers each request to one replica.)"""
+        self._inbox.append((i, arrival_s))
+        self._wake_up()
+
+    def busy(self) -> bool:
+        """Whether this engine has requests (queued, running, or delivered and not admitted)."""
+        return bool(self._inbox) or self.scheduler.has_work()
 
     def _arrivals(self) -> Generator[simpy.Event, None, None]:
         env, times = self.env, self._arrival_s
@@ -152,16 +187,22 @@ class Engine:
         for i in done[self._seen_done :]:
             follow = self._sessions.follow_up(i)
             if follow is not None:
-                j, think_s = follow
-                self.env.timeout(think_s).callbacks.append(lambda _ev, j=j: self._release(j))
+                if self.fleet is None:
+                    self._follow_up(*follow)
+                else:
+                    self.fleet.follow_up(*follow)
         self._seen_done = len(done)
+
+    def _follow_up(self, j: int, think_s: float) -> None:
+        """Request ``j`` arrives ``think_s`` from now, at this engine."""
+        self.env.timeout(think_s).callbacks.append(lambda _ev, j=j: self._release(j))
 
     def _release(self, j: int) -> None:
         self._inbox.append((j, self.env.now))
         self._wake_up()
 
     def _arrive(self, i: int, arrival_s: float, now: float) -> None:
-        seq = self._intake.seq(i, arrival_s, now)
+        seq = self.intake.seq(i, arrival_s, now)
         if seq.status is Status.REJECTED:
             record_done(self.recorder, seq)
         else:
@@ -195,7 +236,7 @@ class Engine:
                     continue  # the preemptions freed memory: schedule again at the same time
                 if sched.has_work():
                     raise stalled(start, sched)
-                if rec.num_done == total:
+                if (rec.num_done if self.fleet is None else self.fleet.num_done()) == total:
                     return
                 yield from self._idle()
                 continue
@@ -240,7 +281,7 @@ class Engine:
         ending before the next event (an arrival or a think time, so nothing can join), or a
         block shortage. Each step is still one SimPy timeout, so times are the same floats."""
         env, sched, cost, rec = self.env, self.scheduler, self.cost, self.recorder
-        horizon = env.peek()
+        horizon = env.peek() if self.fleet is None else self.fleet.horizon_s()
         if self._feed is not None:
             horizon = min(horizon, self._feed.fire_s)
         ticks = lane.steps_before_finish()

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import yaml
 
 from simkv.errors import InputError
@@ -37,6 +39,7 @@ class RunFolder:
     config: dict[str, Any]
     summary: dict[str, Any]
     frames: RunFrames
+    replicas: pd.DataFrame | None = None  # a fleet run's per-replica table (replicas.json)
 
     @property
     def name(self) -> str:
@@ -93,4 +96,25 @@ def load_run(run_dir: Path) -> RunFolder:
         raise InputError("damaged run file: no requests", file=paths["requests"])
     steps = read_table(paths["steps"], STEP_COLUMNS)
     itl = read_table(paths["itl"], _ITL_COLUMNS)
-    return RunFolder(run_dir, config_text, config, summary, RunFrames(requests, steps, itl))
+    replicas = _read_replicas(run_dir / REPLICAS_FILE) if config.get("fleet") else None
+    frames = RunFrames(requests, steps, itl)
+    return RunFolder(run_dir, config_text, config, summary, frames, replicas)
+
+
+REPLICAS_FILE = "replicas.json"
+_REPLICA_COLUMNS = ("replica", "routed", "mean_outstanding")
+
+
+def _read_replicas(path: Path) -> pd.DataFrame:
+    """A fleet run's per-replica table: a JSON list of rows with :data:`_REPLICA_COLUMNS`."""
+    try:
+        rows = json.loads(_read_text(path))
+    except (json.JSONDecodeError, RecursionError):
+        raise InputError("damaged run file: not JSON", file=path) from None
+    ok = isinstance(rows, list) and rows and all(isinstance(row, dict) for row in rows)
+    table = pd.DataFrame(rows) if ok else pd.DataFrame()
+    for column in _REPLICA_COLUMNS:
+        values = pd.to_numeric(table.get(column), errors="coerce") if ok else None
+        if values is None or not np.isfinite(values.to_numpy(np.float64)).all():
+            raise InputError(f"damaged run file: {column} missing or not a number", file=path)
+    return table

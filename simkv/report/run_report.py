@@ -17,6 +17,7 @@ import matplotlib as mpl
 import pandas as pd
 
 from simkv.report import figures as fg
+from simkv.report import fleet_figures as ff
 from simkv.report import time_figures as tf
 from simkv.report.blocks import (
     CDF_CAPTION,
@@ -86,7 +87,28 @@ def summary_cards(run: RunFolder) -> list[Card]:
         Card("card-rejected", "Rejected", (("", format_value(s("rejected"))),), of_requests),
         Card("card-aborted", "Aborted", (("", format_value(s("aborted"))),)),
         *_cache_cards(run),
+        *_fleet_cards(run),
     ]
+
+
+def _fleet_cards(run: RunFolder) -> list[Card]:
+    """Fleet cards, for a run with ``fleet:``: replicas and router, load imbalance."""
+    fleet = run.config.get("fleet")
+    if not isinstance(fleet, dict):
+        return []
+    s = run.summary.get
+    router = (fleet.get("router") or {}).get("kind", "?")
+    stale = fleet.get("staleness_ms") or 0
+    imbalance, cv = s("outstanding_imbalance"), s("outstanding_cv")
+    return [
+        Card("card-replicas", "Replicas", (("", format_value(s("num_replicas"))),),
+             f"router {router}; " + (f"loads refreshed every {stale:g} ms" if stale
+                                      else "live loads")),
+        Card("card-imbalance", "Load imbalance",
+             (("max/mean", "—" if imbalance is None else f"{imbalance:.3f}"),
+              ("CV", "—" if cv is None else f"{cv:.3f}")),
+             "time-averaged outstanding requests per replica"),
+    ]  # fmt: skip
 
 
 def _reasons(requests: pd.DataFrame) -> str:
@@ -164,6 +186,29 @@ def run_figures(run: RunFolder) -> list[FigureBlock]:
             tf.queue_figure(binned, block_bytes),
         ),
         *_cache_figures(run, binned, steps),
+        *_fleet_figures(run),
+    ]  # fmt: skip
+
+
+def _fleet_figures(run: RunFolder) -> list[FigureBlock]:
+    if run.replicas is None:
+        return []
+    return [
+        figure_block(
+            "fig-fleet-time", "Fleet: replicas over time",
+            "Each replica's KV pool in use (% of its own pool) and waiting requests, "
+            f"duration-weighted per bin ({ff.FLEET_BINS} equal bins; beyond {ff.MAX_LINES} "
+            "replicas, the min, median and max over replicas). The figures above are over all "
+            "replicas' steps together.",
+            ff.fleet_time_figure(run.frames.steps),
+        ),
+        figure_block(
+            "fig-fleet-routing", "Fleet: routing and load per replica",
+            "Requests the router sent to each replica, its time-averaged outstanding requests "
+            "(summary outstanding_imbalance is their max/mean) and its prefix-cache hit rate "
+            "(prompt tokens cached at first admission).",
+            ff.routing_figure(run.replicas),
+        ),
     ]  # fmt: skip
 
 

@@ -151,3 +151,24 @@ def test_ray_writes_the_same_sweep_parquet_as_serial(tmp_path: Path) -> None:
     result = run_sweep(sweep, tmp_path / "ray", executor="ray", jobs=2)
     assert (result.ran, result.failed) == (2, 1)
     _same_sweep_files(tmp_path / "serial", tmp_path / "ray")
+
+
+def test_a_fleet_sweeps_like_one_engine(tmp_path: Path) -> None:
+    """A fleet config is a normal run: a sweep over its router runs, writes the per-replica
+    table beside the frames and resumes."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(
+        f"name: fleet\nbase: {QUICKSTART}\noverrides:\n  - workload.limit=60\n"
+        "  - 'fleet={replicas: [{count: 2}]}'\n"
+        "grid:\n  fleet.router.kind: [round_robin, least_outstanding]\n"
+    )
+    result = run_sweep(path, tmp_path / "out")
+    assert (result.ran, result.failed) == (2, 0)
+    table = pd.read_parquet(tmp_path / "out" / "sweep.parquet")
+    assert list(table["fleet.router.kind"]) == ["round_robin", "least_outstanding"]
+    assert list(table.num_replicas) == [2, 2] and list(table.num_requests) == [60, 60]
+    for run in result.plan.runs:
+        names = {p.name for p in (tmp_path / "out" / "runs" / run.run_id).iterdir()}
+        assert names == RUN_FILES | {"replicas.json"}
+    again = run_sweep(path, tmp_path / "out", resume=True)
+    assert (again.ran, again.skipped) == (0, 2)

@@ -1,0 +1,91 @@
+"""Fleet speed: a 16-replica fleet on the Azure conv trace at 16× its rate against one replica
+at its own rate, in wall seconds; the fleet should take at most 16× the single replica's time.
+
+Both serve the bundled Azure LLM inference 2023 conversation trace (19,366 requests,
+``configs/quickstart.yaml``: Llama-2-7B, A100-80GB, ``vllm_v1``); the fleet's arrivals are
+16× denser (``workload.time_scale=0.0625``), so each replica sees about the single replica's
+load. Each case runs in its own process (no warm caches shared). Usage::
+
+    .venv/bin/python benchmarks/fleet_speed.py [--replicas 16] [--routers round_robin,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "configs" / "quickstart.yaml"
+
+
+def _overrides(replicas: int, router: str) -> list[str]:
+    if replicas == 1 and router == "none":
+        return []
+    return [
+        f"workload.time_scale={1.0 / replicas!r}",
+        f"fleet={{router: {{kind: {router}}}, replicas: [{{count: {replicas}}}]}}",
+    ]
+
+
+def _one(replicas: int, router: str) -> dict[str, float | int | str | None]:
+    from simkv.config.sim import load_config
+    from simkv.runner import simulate
+
+    cfg = load_config(QUICKSTART, _overrides(replicas, router))
+    started = time.perf_counter()
+    out = simulate(cfg, QUICKSTART.parent)
+    wall = time.perf_counter() - started
+    s = out.summary
+    return {
+        "replicas": replicas,
+        "router": router,
+        "requests": int(s["num_requests"] or 0),
+        "steps": int(s["num_steps"] or 0),
+        "wall_s": round(wall, 2),
+        "p99_ttft_ms": round(s["p99_ttft_ms"] or 0.0, 1),
+        "imbalance": None if s.get("outstanding_imbalance") is None
+        else round(float(s["outstanding_imbalance"] or 0.0), 3),
+    }  # fmt: skip
+
+
+def _run(replicas: int, router: str) -> dict[str, float | int | str | None]:
+    """One case in a fresh interpreter."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", f"{replicas}:{router}"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, default=16)
+    parser.add_argument("--routers", default="round_robin,least_outstanding")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        replicas, router = args.one.split(":")
+        print(json.dumps(_one(int(replicas), router)))
+        return
+    single = _run(1, "none")
+    rows = [single] + [_run(args.replicas, r) for r in args.routers.split(",") if r]
+    print("| replicas | router | requests | steps | wall s | × single | p99 TTFT ms | imbalance |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        ratio = float(row["wall_s"] or 0) / float(single["wall_s"] or 1)
+        print(
+            f"| {row['replicas']} | {row['router']} | {row['requests']:,} | {row['steps']:,} "
+            f"| {row['wall_s']} | {ratio:.2f} | {row['p99_ttft_ms']} | {row['imbalance']} |"
+        )
+    worst = max(float(r["wall_s"] or 0) for r in rows[1:]) / float(single["wall_s"] or 1)
+    verdict = "within" if worst <= args.replicas else "OVER"
+    bound = f"{verdict} the {args.replicas}× bound"
+    print(f"\nslowest fleet: {worst:.2f}× the single replica ({bound})")
+
+
+if __name__ == "__main__":
+    main()

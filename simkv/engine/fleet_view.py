@@ -1,0 +1,94 @@
+"""What a fleet's router sees of its replicas: load signals, live or refreshed periodically.
+
+Three load signals per replica, as real routers read them (SGLang's router counts its own
+in-flight requests; llm-d scrapes vLLM's queue and KV-usage metrics):
+
+* ``outstanding``: requests routed to the replica that it has not yet recorded (finished,
+  rejected or aborted);
+* ``outstanding_tokens``: their prompt + output tokens (the work routed and not done);
+* ``kv_usage``: the replica's KV pool in use, blocks used / (used + free) (slots for the
+  contiguous baselines).
+
+With ``staleness_s == 0`` every read is live. Otherwise the signals are a snapshot that the
+fleet refreshes every ``staleness_s`` (:meth:`FleetView.refresh`, from
+:class:`simkv.engine.fleet.Fleet`'s refresher), so requests routed between two refreshes see
+the same loads — the herding stale signals cause. The cached prefix of a request
+(:meth:`FleetView.prefix_tokens`) is always read live from each replica's prefix cache, as
+llm-d's precise prefix-cache scorer tracks the engines' KV events rather than polling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simkv.engine.engine import Engine
+from simkv.engine.paged_kv import PagedKV
+from simkv.workload.request import Workload
+
+Loads = tuple[list[int], list[int], list[float]]  # outstanding, outstanding_tokens, kv_usage
+
+
+class FleetView:
+    """The router's view of ``replicas`` (in fleet order).
+
+    Invariants: ``routed[r] ≥`` requests replica ``r`` has recorded; a snapshot is a copy (a
+    stale view never changes between refreshes)."""
+
+    def __init__(self, replicas: list[Engine], workload: Workload, staleness_s: float) -> None:
+        self.replicas = replicas
+        self.size = len(replicas)
+        self.staleness_s = staleness_s
+        self._work = (workload.prompt_tokens + workload.output_tokens).astype(np.int64).tolist()
+        self._prompt = workload.prompt_tokens.astype(np.int64).tolist()
+        self.routed = [0] * self.size
+        self._routed_tokens = [0] * self.size
+        self._done_tokens = [0] * self.size
+        self._seen = [0] * self.size  # recorded requests whose tokens are in _done_tokens
+        self._snapshot: Loads = self._live()
+
+    def note_routed(self, r: int, i: int) -> None:
+        """Request ``i`` went to replica ``r``."""
+        self.routed[r] += 1
+        self._routed_tokens[r] += self._work[i]
+
+    def refresh(self) -> None:
+        """Take a new snapshot of the loads (a stale view's refresh tick)."""
+        self._snapshot = self._live()
+
+    def loads(self) -> Loads:
+        """(outstanding, outstanding_tokens, kv_usage) per replica, as the router sees them."""
+        return self._live() if self.staleness_s == 0 else self._snapshot
+
+    def prompt_tokens(self, i: int) -> int:
+        """Prompt length of request ``i``, tokens."""
+        return self._prompt[i]
+
+    def prefix_tokens(self, i: int, now: float) -> list[int]:
+        """Tokens of request ``i``'s prompt cached on each replica (whole blocks, as the
+        replica's scheduler would hit them at admission; 0 without prefix caching)."""
+        out = []
+        for engine in self.replicas:
+            kv = getattr(engine.scheduler, "kv", None)
+            if not isinstance(kv, PagedKV) or kv.cache is None:
+                out.append(0)
+                continue
+            seq = engine.intake.seq(i, now, now)  # a probe: never admitted
+            out.append(len(kv.cached_prefix(seq)) * kv.block_size if seq.keys else 0)
+        return out
+
+    def _live(self) -> Loads:
+        outstanding, tokens, usage = [], [], []
+        work = self._work
+        for r, engine in enumerate(self.replicas):
+            rec = engine.recorder
+            done = rec.done_ids
+            seen = self._seen[r]
+            if len(done) > seen:
+                self._done_tokens[r] += sum(work[i] for i in done[seen:])
+                self._seen[r] = len(done)
+            outstanding.append(self.routed[r] - rec.num_done)
+            tokens.append(self._routed_tokens[r] - self._done_tokens[r])
+            state = engine.scheduler.step_state()
+            total = state.blocks_used + state.blocks_free
+            usage.append(state.blocks_used / total if total else 0.0)
+        return outstanding, tokens, usage

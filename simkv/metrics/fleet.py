@@ -1,0 +1,98 @@
+"""A fleet run's frames and summaries: the replicas' frames combined, per-replica rows, the
+load imbalance.
+
+The combined ``requests`` frame has one row per request (sorted by ``req_id``, as one
+replica's) plus ``replica``, the index of the replica the router sent it to; ``steps`` is every
+replica's steps in time order (by start, then replica) plus ``replica``; ``itl`` all samples.
+
+The fleet summary is :func:`~simkv.metrics.summary.summarize` over the combined frames (KV
+usage of each step row over its own replica's pool; ``evictions`` summed over replicas) plus:
+
+* ``num_replicas``;
+* ``outstanding_imbalance``: max / mean over replicas of the time-averaged outstanding
+  requests (Little's law: Σ time in system / the fleet's duration), 1 when balanced;
+* ``outstanding_cv``: their coefficient of variation (population std / mean).
+
+The per-replica table has one row per replica: its group, GPU, TP, requests routed, and its
+own summary's throughput, latency, KV and prefix-cache figures (:data:`REPLICA_COLUMNS`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simkv.config.sim import SLOConfig
+from simkv.metrics.recorder import RunFrames
+from simkv.metrics.summary import DEFAULT_PERCENTILES, summarize
+
+REPLICA_COLUMNS = (
+    "completed", "rejected", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
+    "mean_kv_usage", "peak_kv_usage", "prefix_hit_rate", "preemptions", "num_steps",
+)  # fmt: skip
+"""The figures of each replica's own summary in the per-replica table."""
+
+
+def combine(frames: list[RunFrames], replica_of: np.ndarray) -> RunFrames:
+    """The fleet's frames from its replicas' (in replica order); ``replica_of[i]`` is request
+    ``i``'s replica."""
+    requests = pd.concat([f.requests for f in frames], ignore_index=True)
+    requests = requests.sort_values("req_id", kind="stable", ignore_index=True)
+    requests["replica"] = replica_of[requests["req_id"].to_numpy()]
+    steps = pd.concat([f.steps.assign(replica=r) for r, f in enumerate(frames)])
+    steps = steps.sort_values(["time_s", "replica"], kind="stable", ignore_index=True)
+    itl = pd.concat([f.itl for f in frames], ignore_index=True)
+    return RunFrames(requests=requests, steps=steps, itl=itl)
+
+
+def mean_outstanding(requests: pd.DataFrame, num_replicas: int) -> np.ndarray:
+    """Each replica's time-averaged outstanding requests over the fleet's duration (first
+    arrival to last departure): Σ (leaving − arrival) / duration."""
+    if len(requests) == 0:
+        return np.zeros(num_replicas)
+    left = requests["finish_s"].fillna(requests["arrival_s"]).to_numpy()
+    arrived = requests["arrival_s"].to_numpy()
+    duration = float(left.max() - arrived.min())
+    busy = np.bincount(
+        requests["replica"].to_numpy(), weights=left - arrived, minlength=num_replicas
+    )
+    return busy / duration if duration > 0 else np.zeros(num_replicas)
+
+
+def imbalance(outstanding: np.ndarray) -> tuple[float | None, float | None]:
+    """(max / mean, coefficient of variation) of per-replica loads; None when all are 0."""
+    mean = float(outstanding.mean()) if len(outstanding) else 0.0
+    if mean <= 0:
+        return None, None
+    return float(outstanding.max()) / mean, float(outstanding.std()) / mean
+
+
+def fleet_summary(
+    frames: list[RunFrames],
+    combined: RunFrames,
+    capacities: list[int],
+    labels: list[dict[str, object]],
+    slo: SLOConfig,
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+) -> tuple[dict[str, float | None], pd.DataFrame]:
+    """The fleet's summary and its per-replica table. ``capacities[r]``: replica ``r``'s KV
+    pool (blocks; slots for contiguous memory); ``labels[r]``: its group, GPU, TP."""
+    per_row = np.asarray(capacities, dtype=np.float64)[combined.steps["replica"].to_numpy()]
+    summary = summarize(combined, slo, per_row, percentiles)  # type: ignore[arg-type]
+    summary["evictions"] = sum(
+        int(f.steps["evictions"].iloc[-1]) if len(f.steps) else 0 for f in frames
+    )
+    n = len(frames)
+    load = mean_outstanding(combined.requests, n)
+    summary["num_replicas"] = n
+    summary["outstanding_imbalance"], summary["outstanding_cv"] = imbalance(load)
+    routed = np.bincount(combined.requests["replica"].to_numpy(), minlength=n)
+    rows = []
+    for r, f in enumerate(frames):
+        own = summarize(f, slo, capacities[r], percentiles)
+        rows.append({
+            "replica": r, **labels[r], "routed": int(routed[r]),
+            "mean_outstanding": float(load[r]),
+            **{name: own.get(name) for name in REPLICA_COLUMNS},
+        })  # fmt: skip
+    return summary, pd.DataFrame(rows)

@@ -1,0 +1,109 @@
+"""The fleet section of a run report (a run with ``fleet:``): per-replica KV usage and queue
+over time, and the routing and load per replica.
+
+Per-replica series share one set of time bins (:data:`FLEET_BINS` equal bins over the run);
+in each bin a replica's KV usage (blocks used / its pool, %) and waiting requests are its
+steps' duration-weighted means, carried forward over bins where it ran no step. Up to
+:data:`MAX_LINES` replicas get a line each; beyond, the figure draws the fleet's min, median
+and max per bin (one line each), so the legend stays readable. Figures follow
+:mod:`simkv.report.conventions`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from simkv.report import conventions as cv
+from simkv.report import figures as fg
+from simkv.report.time_figures import stack
+
+FLEET_BINS = 200
+"""Time bins of the per-replica series."""
+MAX_LINES = 8
+"""Most replicas drawn one line each; more are drawn as min / median / max."""
+
+
+def replica_series(steps: pd.DataFrame, column: str, edges: np.ndarray) -> np.ndarray:
+    """``(replicas, bins)``: each replica's duration-weighted mean of ``column`` (a step
+    column, or ``kv_usage_pct``) per bin of ``edges``, carried forward over empty bins."""
+    n = int(steps["replica"].max()) + 1
+    bins = len(edges) - 1
+    start = steps["time_s"].to_numpy()
+    idx = np.clip(np.searchsorted(edges, start, side="right") - 1, 0, bins - 1)
+    if column == "kv_usage_pct":
+        used = steps["blocks_used"].to_numpy(np.float64)
+        pool = used + steps["blocks_free"].to_numpy(np.float64)
+        values = np.divide(used * 100, pool, out=np.zeros_like(used), where=pool > 0)
+    else:
+        values = steps[column].to_numpy(np.float64)
+    dur = steps["duration_s"].to_numpy()
+    flat = steps["replica"].to_numpy() * bins + idx
+    busy = np.bincount(flat, weights=dur, minlength=n * bins).reshape(n, bins)
+    total = np.bincount(flat, weights=values * dur, minlength=n * bins).reshape(n, bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = pd.DataFrame((total / busy).T)
+    return out.ffill().fillna(0.0).to_numpy().T
+
+
+def _lines(ax: Axes, series: np.ndarray, edges: np.ndarray) -> None:
+    if len(series) <= MAX_LINES:
+        for r, values in enumerate(series):
+            fg.stairs(ax, values, edges, label=f"replica {r}", linewidth=0.9)
+        return
+    for name, values, style in (
+        ("max", series.max(axis=0), "-"), ("median", np.median(series, axis=0), "--"),
+        ("min", series.min(axis=0), ":"),
+    ):  # fmt: skip
+        fg.stairs(ax, values, edges, label=f"{name} of {len(series)}", color="0.2",
+                  linestyle=style, linewidth=0.9)  # fmt: skip
+
+
+def fleet_time_figure(steps: pd.DataFrame) -> cv.Drawn:
+    """Each replica's KV usage (%) and waiting requests (when any waited) over time."""
+    if steps.empty or "replica" not in steps:
+        return cv.Drawn(None, ("no engine steps in this run",))
+    end = float((steps["time_s"] + steps["duration_s"]).max())
+    edges = np.linspace(float(steps["time_s"].min()), end, FLEET_BINS + 1)
+    usage = replica_series(steps, "kv_usage_pct", edges)
+    waiting = replica_series(steps, "num_waiting", edges)
+    panels: list[tuple[str, cv.Panel]] = [
+        (cv.axis_label("KV used", "% of pool"), lambda ax: _lines(ax, usage, edges)),
+    ]
+    notes = []
+    if waiting.any():
+        panels.append((cv.axis_label("waiting", "requests"), lambda ax: _lines(ax, waiting, edges)))
+    else:
+        notes.append("no replica had waiting requests")
+    return cv.Drawn(stack(panels), tuple(notes))
+
+
+def routing_figure(replicas: pd.DataFrame) -> cv.Drawn:
+    """Per replica: requests routed to it, its time-averaged outstanding requests, and its
+    prefix-cache hit rate (when any replica caches prefixes)."""
+    if replicas.empty:
+        return cv.Drawn(None, ("no replicas",))
+    panels = [
+        ("routed", "req", replicas["routed"].to_numpy(np.float64)),
+        ("outstanding", "req", replicas["mean_outstanding"].to_numpy(np.float64)),
+    ]
+    hits = pd.to_numeric(replicas.get("prefix_hit_rate"), errors="coerce")
+    notes = []
+    if hits is not None and hits.notna().any():
+        panels.append(("prefix hits", "%", hits.fillna(0).to_numpy() * 100))
+    else:
+        notes.append("no prefix caching on any replica")
+    x = replicas["replica"].to_numpy()
+    fig = Figure(figsize=(10.4, cv.panels_height(len(panels), 1.55, shared=True)))
+    axes = cv.place_panels(fig, len(panels))
+    for ax, (quantity, unit, values) in zip(axes, panels, strict=True):
+        ax.bar(x, values, width=0.6, color="tab:blue")
+        cv.tidy_axes(ax)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=cv.MAX_TICKS - 1, integer=True))
+        ax.set_ylabel(cv.axis_label(quantity, unit))
+    axes[-1].set_xlabel("replica")
+    axes[-1].set_xlim(-0.6, len(x) - 0.4)
+    return cv.Drawn(fig, tuple(notes))
