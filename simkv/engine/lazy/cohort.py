@@ -17,9 +17,12 @@ the cohort work only for the members with an *event* at that tick, kept in calen
   see :meth:`DecodeCohort.advance`);
 * its last token after the step, when it finishes and leaves.
 
-Under the ``newest`` victim policy a block shortage at the members' boundaries is replayed
-exactly (:meth:`DecodeCohort.take_blocks`); anything else the lazy state cannot express is the
-lane's caller's to avoid (it flushes instead).
+Under the ``newest`` victim policy a block shortage is replayed exactly
+(:meth:`DecodeCohort.take_blocks`); anything else the lazy state cannot express is the lane's
+caller's to avoid (it flushes instead). A shortage is a member at a block boundary finding no
+free block or, with ``worst_case`` (vLLM 0.6's ``BlockSpaceManagerV2.can_append_slots``: every
+decode needs a free block, even one that writes into its own partial block), any member finding
+none: then the members' blocks are handed out member by member, as the plain pass does.
 """
 
 from __future__ import annotations
@@ -57,11 +60,13 @@ class DecodeCohort:
 
     __slots__ = (
         "_alloc", "_fill", "_finish", "_joins", "_uncounted", "block_size", "by_owner", "caching",
-        "context", "kv", "last_s", "size", "tick",
+        "context", "kv", "last_s", "size", "tick", "worst_case",
     )  # fmt: skip
 
-    def __init__(self, kv: PagedKV) -> None:
+    def __init__(self, kv: PagedKV, *, worst_case: bool = False) -> None:
+        """``worst_case``: a member may decode only while a block is free (vLLM 0.6)."""
         self.kv = kv
+        self.worst_case = worst_case
         self.block_size = kv.block_size
         self.caching = kv.cache is not None
         # members with private keys, in a cache that keeps them by owner, register by count
@@ -189,7 +194,8 @@ class DecodeCohort:
     ) -> bool:
         """Give each member at a block boundary its block for the next step, in running order.
 
-        With too few free blocks: without ``preempt_last``, return False with nothing changed;
+        With too few free blocks (under ``worst_case``: unless a block stays free for every
+        member, boundary or not): without ``preempt_last``, return False with nothing changed;
         with it, do what the step-by-step pass does under the ``newest`` victim policy — while
         no block is free, preempt the last running request (``preempt_last`` removes and
         preempts ``running[-1]`` and returns it; a member leaves the cohort first), until the
@@ -198,11 +204,14 @@ class DecodeCohort:
         tick = self.tick + 1
         due = self._alloc.pop(tick, None)
         if due is None:
-            return True
+            if not self.worst_case or self.kv.gpu.free_blocks:
+                return True
+            due = []  # worst case: the first member finds no free block
         kv, gpu = self.kv, self.kv.gpu
         nxt = tick + self.block_size
         alloc = self._alloc
-        if len(due) <= gpu.free_blocks:
+        # worst case, the last member needs a block still free after the others took theirs
+        if len(due) < gpu.free_blocks or (len(due) == gpu.free_blocks and not self.worst_case):
             # the common case: every member's block is free. Which member gets which of the
             # blocks popped together does not matter (they are alike: free, uncached), so
             # running order is not needed here.
@@ -216,10 +225,39 @@ class DecodeCohort:
                     later.extend(again)
             return True
         if preempt_last is None or running is None:
-            self._alloc[tick] = due
+            if due:
+                self._alloc[tick] = due
             return False
-        self._take_blocks_short(due, nxt, running, preempt_last)
+        if self.worst_case:
+            self._take_blocks_worst_case(due, nxt, running, preempt_last)
+        else:
+            self._take_blocks_short(due, nxt, running, preempt_last)
         return True
+
+    def _take_blocks_worst_case(
+        self, due: list[Seq], nxt: int, running: list[Seq], preempt_last: Callable[[], Seq]
+    ) -> None:
+        """:meth:`take_blocks` under ``worst_case`` when some member may find no free block:
+        every member in running order, preempting from the end of the running list while no
+        block is free, then taking its block if it is at a boundary. O(members): only in steps
+        where a decode may fall short."""
+        kv, gpu = self.kv, self.kv.gpu
+        due.sort(key=_order)
+        j, n = 0, len(due)
+        i = 0
+        while i < self.size:  # preemptions shrink the cohort from its end
+            seq = running[i]
+            while gpu.free_blocks == 0:
+                if len(running) <= self.size:
+                    self._preempted(running[-1])
+                if preempt_last() is seq:
+                    return  # the member preempted itself: it was the last running request
+            if j < n and due[j] is seq:
+                kv.grow_decodes([seq], gpu.alloc_many(1))
+                if nxt <= seq.end_tick:
+                    _add(self._alloc, nxt, seq)
+                j += 1
+            i += 1
 
     def _take_blocks_short(
         self, due: list[Seq], nxt: int, running: list[Seq], preempt_last: Callable[[], Seq]
