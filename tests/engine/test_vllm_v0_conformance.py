@@ -46,3 +46,63 @@ def test_a_decode_needs_a_free_block_even_inside_its_own_block(tmp_path: Path) -
     assert a.finish_s == pytest.approx(61 * MS)
     assert b.finish_s == pytest.approx(79 * MS)
     assert (a.preemptions, b.preemptions, b.recomputed_tokens) == (0, 2, 6 + 7)
+
+
+SWAP_S = 2 * 32 * 5e-6 + 2 * 2**20 / (32e9 * 0.8)  # one 2 MiB block (Llama-2-7B, 4 tokens)
+ONE_CPU_BLOCK_GIB = 2 / 1024
+
+
+def test_a_swap_out_reserves_the_next_tokens_block_on_the_cpu(tmp_path: Path) -> None:
+    """Rule 7: vLLM 0.6.3 ``core/block_manager_v2.py`` ``BlockSpaceManagerV2.can_swap_out``
+    (through ``_can_swap``) needs the full blocks (``core/block/naive_block.py``
+    ``NaiveBlockAllocator.get_num_full_blocks_touched``) plus the blocks the unseen token
+    touches (``BlockTable.get_num_blocks_touched_by_append_slots``: 1) free on the CPU; when it
+    fails, ``core/scheduler.py`` ``Scheduler._swap_out`` raises (simkv aborts the request:
+    ``swap_space_exhausted``).
+
+    3 GPU blocks of 4, 1 CPU block, watermark 0, mode swap. A = (4, 6), B = (3, 4) at t = 0.
+    1: prefill 7 → 17 ms, .017. A 1 full block, B 1 block with 3 tokens; 1 free.
+    2: A takes the free block for its token 5; B finds 0 free → swapped out: its block is
+       partial, 0 full + 1 = 1 CPU block → OK. A alone → 11 ms + 1 swap.
+    3: B back in (1 block, its token lands in it: 1 needed, 1 free) → A + B: 12 ms + 1 swap.
+    4: 0 free: B (newest) must go; now its block is full: 1 + 1 = 2 CPU blocks > the pool's 1
+       → aborted (counted as the step's preemption; its GPU block freed). A alone → 11 ms.
+    5, 6: A → 11 ms each, A done.
+    """
+    data = tiny_data(
+        tmp_path, [(0, 4, 6), (0, 3, 4)], {"kind": "vllm_v0", "watermark": 0.0},
+        num_blocks=3, max_model_len=12, preemption={"mode": "swap"},
+    )  # fmt: skip
+    data["kv_cache"]["swap_space_gib"] = ONE_CPU_BLOCK_GIB
+    steps, reqs = cli_run(tmp_path, data)
+    assert _steps(steps) == [
+        (7, 0, 2, 0), (0, 1, 1, 1), (0, 2, 2, 0), (0, 1, 1, 1), (0, 1, 1, 0), (0, 1, 1, 0)
+    ]  # fmt: skip
+    assert list(steps.swap_out_blocks) == [0, 1, 0, 0, 0, 0]
+    assert list(steps.swap_in_blocks) == [0, 0, 1, 0, 0, 0]
+    a, b = reqs.loc[0], reqs.loc[1]
+    assert a.finish_s == pytest.approx((17 + 11 + 12 + 11 * 3) * MS + 2 * SWAP_S)
+    assert (b.status, b.reason, b.swaps, b.preemptions) == (
+        "aborted", "swap_space_exhausted", 1, 2
+    )  # fmt: skip
+    assert b.finish_s == pytest.approx((17 + 11 + 12) * MS + 2 * SWAP_S)
+    assert b.generated_tokens == 2
+
+
+def test_a_full_trailing_block_needs_one_more_cpu_block(tmp_path: Path) -> None:
+    """Rule 7, the direct case (``BlockSpaceManagerV2.can_swap_out``): B = (4, 4) holds one
+    full block at its first swap-out, which needs 1 + 1 CPU blocks: with 1 it is aborted at
+    step 2 (t = 18 ms, after the 8-token prefill), with 2 it is swapped out and back in."""
+    requests = [(0, 4, 6), (0, 4, 4)]
+    outcomes = []
+    for cpu_blocks in (1, 2):
+        run_dir = tmp_path / str(cpu_blocks)
+        run_dir.mkdir()
+        data = tiny_data(
+            run_dir, requests, {"kind": "vllm_v0", "watermark": 0.0},
+            num_blocks=3, max_model_len=12, preemption={"mode": "swap"},
+        )  # fmt: skip
+        data["kv_cache"]["swap_space_gib"] = cpu_blocks * ONE_CPU_BLOCK_GIB
+        _, reqs = cli_run(run_dir, data)
+        outcomes.append((reqs.loc[1].status, reqs.loc[1].swaps))
+    assert outcomes == [("aborted", 0), ("finished", 1)]
