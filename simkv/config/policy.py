@@ -28,7 +28,10 @@ class SchedulerTraits:
     ``prefix_caching``: runs with a prefix cache (and has it on by default, as vLLM 0.11);
     ``swap``: may preempt by swapping to CPU; ``multi_sequence``: runs requests with
     ``workload.sampling`` (n > 1, beams); ``priority_victim``: knows ``lowest_priority``;
-    ``engine_defaults``: takes the engine settings a measured profile fills in (vLLM V1 keys).
+    ``engine_defaults``: takes the engine settings a measured profile fills in (vLLM V1 keys);
+    ``reuse``: the free-block reuse order of the vLLM version it follows, the default of
+    ``kv_cache.reuse`` (``lifo``: vLLM 0.6.3's ``NaiveBlockAllocator`` frees a block with
+    ``appendleft`` and allocates with ``popleft``; ``fifo``: vLLM 0.11's free block queue).
     """
 
     memory: Literal["paged", "contiguous"]
@@ -37,6 +40,7 @@ class SchedulerTraits:
     multi_sequence: bool = False
     priority_victim: bool = False
     engine_defaults: bool = False
+    reuse: Literal["fifo", "lifo"] = "fifo"
 
 
 class PreemptionConfig(Frozen):
@@ -91,7 +95,9 @@ class ShortestFirstConfig(VllmV1Config):
 class VllmV0Config(Frozen):
     """vLLM 0.6 default scheduler: prefill-only or decode-only steps, watermark admission."""
 
-    traits: ClassVar[SchedulerTraits] = SchedulerTraits("paged", swap=True, multi_sequence=True)
+    traits: ClassVar[SchedulerTraits] = SchedulerTraits(
+        "paged", swap=True, multi_sequence=True, reuse="lifo"
+    )
     kind: Literal["vllm_v0"]
     max_num_seqs: int = Field(256, ge=1, description="max running requests")
     max_num_batched_tokens: int | None = Field(

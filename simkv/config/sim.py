@@ -52,20 +52,23 @@ class SimConfig(Frozen):
 
     @model_validator(mode="before")
     @classmethod
-    def _default_prefix_caching(cls, data: Any) -> Any:
-        """vLLM 0.11 enables prefix caching by default; the resolved config says so."""
+    def _scheduler_kv_defaults(cls, data: Any) -> Any:
+        """The ``kv_cache`` defaults that follow the scheduler's vLLM version (its traits):
+        prefix caching (on under vLLM 0.11) and the free-block reuse order (LIFO under vLLM
+        0.6). The resolved config says which."""
         if not isinstance(data, dict):
             return data
         kv = data.get("kv_cache")
         kv = dict(kv) if isinstance(kv, dict) else {} if kv is None else kv
-        if isinstance(kv, dict) and kv.get("prefix_caching") is None:
-            sched = data.get("scheduler")
-            traits = traits_of(
-                sched.get("kind", "vllm_v1") if isinstance(sched, dict) else "vllm_v1"
-            )
+        if not isinstance(kv, dict) or None not in (kv.get("prefix_caching"), kv.get("reuse")):
+            return data
+        sched = data.get("scheduler")
+        traits = traits_of(sched.get("kind", "vllm_v1") if isinstance(sched, dict) else "vllm_v1")
+        if kv.get("prefix_caching") is None:
             kv["prefix_caching"] = "hash" if traits and traits.prefix_caching else "none"
-            data = {**data, "kv_cache": kv}
-        return data
+        if kv.get("reuse") is None and traits is not None:
+            kv["reuse"] = traits.reuse
+        return {**data, "kv_cache": kv}
 
     @model_validator(mode="after")
     def _policy_fits_scheduler(self) -> SimConfig:
@@ -180,7 +183,7 @@ def _section_adapter(name: str) -> TypeAdapter[Any]:
 def rule_errors(doc: YamlDoc) -> list[InputError]:
     """The errors of :mod:`simkv.config.rules` over the sections of ``doc`` that are valid on
     their own (located as validation locates them)."""
-    data = SimConfig._default_prefix_caching(dict(doc.data))
+    data = SimConfig._scheduler_kv_defaults(dict(doc.data))
     sections: dict[str, Any] = {}
     for name in RULE_SECTIONS:
         field = SimConfig.model_fields[name]

@@ -10,7 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
+from simkv.config.sim import SimConfig
+from simkv.runner import build_engine
 from tests.engine.helpers import cli_run, tiny_data
 
 MS = 1e-3
@@ -106,3 +109,49 @@ def test_a_full_trailing_block_needs_one_more_cpu_block(tmp_path: Path) -> None:
         _, reqs = cli_run(run_dir, data)
         outcomes.append((reqs.loc[1].status, reqs.loc[1].swaps))
     assert outcomes == [("aborted", 0), ("finished", 1)]
+
+
+def _block_tables(tmp_path: Path, data: dict) -> list[dict[int, list[int]]]:
+    """The running requests' block ids after each step's scheduling in ``data``'s run (block
+    ids are in no output file, so the scheduler is watched)."""
+    cfg = SimConfig.model_validate(data)
+    engine, _ = build_engine(cfg, tmp_path, check_invariants=True)
+    sched, seen = engine.scheduler, []
+    schedule = sched.schedule
+
+    def watched(now: float):
+        plan = schedule(now)
+        if not plan.empty:
+            seen.append({s.req_id: list(s.table.block_ids) for s in sched.running})
+        return plan
+
+    sched.schedule = watched
+    engine.run()
+    return seen
+
+
+@pytest.mark.parametrize("reuse", [None, "fifo"])
+def test_freed_blocks_are_reused_last_in_first_out(tmp_path: Path, reuse: str | None) -> None:
+    """Rule 8: vLLM 0.6.3 ``core/block/naive_block.py`` ``NaiveBlockAllocator`` frees a block
+    id with ``appendleft`` (``_free_block_id``) and allocates with ``popleft``
+    (``_allocate_block_id``); ``core/block/block_table.py`` ``BlockTable.free`` frees a table's
+    blocks first to last. ``kv_cache.reuse`` is ``lifo`` under ``vllm_v0`` unless set.
+
+    Rule 6's run (4 blocks of 4, A = B = (6, 3)); the free deque starts 0, 1, 2, 3.
+    1: A [0, 1], B [2, 3]. 2: B preempted: 2, 3 freed → deque 3, 2. 3: B [3, 2].
+    4: B preempted: 3, 2 freed → 2, 3; A finishes: 0, 1 freed → 1, 0, 2, 3. 5: B [1, 0].
+    Under ``fifo`` (vLLM 0.11's order: a table freed last block first, to the tail) step 4
+    leaves 2, 3, 1, 0 and B gets [2, 3].
+    """
+    data = tiny_data(tmp_path, [(0, 6, 3), (0, 6, 3)], {"kind": "vllm_v0"}, num_blocks=4)
+    if reuse is not None:
+        data["kv_cache"]["reuse"] = reuse
+    last = [1, 0] if reuse is None else [2, 3]
+    assert _block_tables(tmp_path, data) == [
+        {0: [0, 1], 1: [2, 3]}, {0: [0, 1]}, {0: [0, 1], 1: [3, 2]}, {0: [0, 1]}, {1: last},
+    ]  # fmt: skip
+    cli_run(tmp_path, data)  # the resolved config says which order ran
+    resolved = yaml.safe_load((tmp_path / "out" / "config.resolved.yaml").read_text())
+    assert resolved["kv_cache"]["reuse"] == (reuse or "lifo")
+    v1 = SimConfig.model_validate({**data, "scheduler": {"kind": "vllm_v1"}})
+    assert v1.kv_cache.reuse == (reuse or "fifo")
