@@ -84,7 +84,9 @@ class BlockAllocator:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         self._reuse = ReuseOrder(reuse)
         self._block_size = block_size
-        self._free: FreeQueue = free_queue or make_free_queue(range(num_blocks), self._reuse)
+        self._free: FreeQueue = free_queue or make_free_queue(
+            range(num_blocks), self._reuse, removals=False
+        )
         self._head_first = free_queue is None and self._reuse is ReuseOrder.LIFO
         if len(self._free) != num_blocks:
             raise ValueError("a free_queue must start with every block")

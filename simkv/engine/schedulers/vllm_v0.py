@@ -168,16 +168,23 @@ class VllmV0Scheduler(SchedulerBase):
         queue = deque(self.running[start:]) if start else deque(self.running)
         kept: list[Seq] = self.running[:start]
         fits_in_place, gpu = self.kv.decode_fits_in_place, self.kv.gpu
+        free = gpu.free_blocks  # changes only where a block is taken or a victim freed some
         while queue:
             seq = queue.popleft()
-            single = seq.group is None or not seq.group.tables
+            group = seq.group
+            single = group is None or not group.tables
             # vLLM 0.6's can_append_slots: one free block per sequence (worst case)
-            touched = 1 if single else len(seq.group.tables)  # type: ignore[union-attr]
-            if gpu.free_blocks < touched and not self._make_room(seq, touched, queue, plan, now):
-                continue  # seq itself was the victim
+            touched = 1 if single else len(group.tables)  # type: ignore[union-attr]
+            if free < touched:
+                room = self._make_room(seq, touched, queue, plan, now)
+                free = gpu.free_blocks
+                if not room:
+                    continue  # seq itself was the victim
             if fits_in_place(seq):  # hot path: a decode into its own trailing block
                 plan.add_decode(seq)
-            elif single:
+                kept.append(seq)
+                continue
+            if single:
                 if not self.kv.allocate_slots(seq, 1):
                     raise InvariantViolation(f"{seq}: a free block was kept, its slot failed")
                 plan.add_decode(seq)
@@ -186,6 +193,7 @@ class VllmV0Scheduler(SchedulerBase):
                     raise InvariantViolation(f"{seq}: a block per sequence was kept free")
                 self._add_group_decode(seq, plan)
             kept.append(seq)
+            free = gpu.free_blocks
         self.running = kept
 
     def _make_room(
