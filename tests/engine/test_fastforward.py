@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -197,18 +198,18 @@ def test_lazy_decode_replays_vllm_v0_worst_case_decode_slots(
 ) -> None:
     """vllm_v0 under tight memory: a member may find no free block for a decode that fits in
     its own block (vLLM 0.6's ``can_append_slots`` worst case); the lane replays those steps
-    member by member (``DecodeCohort._take_blocks_worst_case``, counted here) with the same
-    frames as the plain pass."""
-    from simkv.engine.lazy.cohort import DecodeCohort
+    member by member (``simkv.engine.lazy.shortage.replay_worst_case``, counted here) with the
+    same frames as the plain pass."""
+    from simkv.engine.lazy import cohort
 
     calls: list[int] = []
-    replay = DecodeCohort._take_blocks_worst_case
+    replay = cohort.replay_worst_case
 
-    def counted(self: DecodeCohort, *args: object) -> None:
-        calls.append(self.size)
-        replay(self, *args)  # type: ignore[arg-type]
+    def counted(lane: cohort.DecodeCohort, *args: Any) -> None:
+        calls.append(lane.size)
+        replay(lane, *args)
 
-    monkeypatch.setattr(DecodeCohort, "_take_blocks_worst_case", counted)
+    monkeypatch.setattr(cohort, "replay_worst_case", counted)
     cfg = _config(5, 6.0, 1600, 16, "none", 2048, 120, 120, "vllm_v0", "newest", mode)
     assert _assert_same(cfg) > 1000
     assert len(calls) > 20

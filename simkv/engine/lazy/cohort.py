@@ -18,41 +18,26 @@ the cohort work only for the members with an *event* at that tick, kept in calen
 * its last token after the step, when it finishes and leaves.
 
 Under the ``newest`` victim policy a block shortage is replayed exactly
-(:meth:`DecodeCohort.take_blocks`); anything else the lazy state cannot express is the lane's
-caller's to avoid (it flushes instead). A shortage is a member at a block boundary finding no
-free block or, with ``worst_case`` (vLLM 0.6's ``BlockSpaceManagerV2.can_append_slots``: every
-decode needs a free block, even one that writes into its own partial block), any member finding
-none: then the members' blocks are handed out member by member, as the plain pass does.
+(:meth:`DecodeCohort.take_blocks`, :mod:`simkv.engine.lazy.shortage`); anything else the lazy
+state cannot express is the lane's caller's to avoid (it flushes instead). A shortage is a
+member at a block boundary finding no free block or, with ``worst_case`` (vLLM 0.6's
+``BlockSpaceManagerV2.can_append_slots``: every decode needs a free block, even one that writes
+into its own partial block), any member finding none: then the members' blocks are handed out
+member by member, as the plain pass does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
 
+from simkv.engine.lazy.calendar import Calendar
+from simkv.engine.lazy.calendar import add as _add
+from simkv.engine.lazy.calendar import by_order as _order
+from simkv.engine.lazy.calendar import drop as _drop
+from simkv.engine.lazy.shortage import replay_short, replay_worst_case
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.sequence import Seq
 from simkv.kv.allocator import InvariantViolation
-
-Calendar = dict[int, list[Seq]]  # tick → members with an event at it
-
-
-def _add(calendar: Calendar, tick: int, seq: Seq) -> None:
-    due = calendar.get(tick)
-    if due is None:
-        calendar[tick] = [seq]
-    else:
-        due.append(seq)
-
-
-def _drop(calendar: Calendar, tick: int, seq: Seq) -> None:
-    due = calendar[tick]
-    due.remove(seq)
-    if not due:
-        del calendar[tick]
-
-
-_order = attrgetter("order")  # a member's join stamp: running order among members
 
 
 class DecodeCohort:
@@ -169,7 +154,11 @@ class DecodeCohort:
         self.context -= seq.num_computed
         self.size -= 1
 
-    def _preempted(self, seq: Seq) -> None:
+    def book_block(self, tick: int, seq: Seq) -> None:
+        """A member needs a new block before tick ``tick``'s step."""
+        _add(self._alloc, tick, seq)
+
+    def preempted(self, seq: Seq) -> None:
         """A member is preempted while the next step's blocks are handed out: its remaining
         events are dropped (a block for the next step is skipped by the caller)."""
         self.touch(seq)
@@ -229,66 +218,10 @@ class DecodeCohort:
                 self._alloc[tick] = due
             return False
         if self.worst_case:
-            self._take_blocks_worst_case(due, nxt, running, preempt_last)
+            replay_worst_case(self, due, nxt, running, preempt_last)
         else:
-            self._take_blocks_short(due, nxt, running, preempt_last)
+            replay_short(self, due, nxt, running, preempt_last)
         return True
-
-    def _take_blocks_worst_case(
-        self, due: list[Seq], nxt: int, running: list[Seq], preempt_last: Callable[[], Seq]
-    ) -> None:
-        """:meth:`take_blocks` under ``worst_case`` when some member may find no free block:
-        every member in running order, preempting from the end of the running list while no
-        block is free, then taking its block if it is at a boundary. O(members): only in steps
-        where a decode may fall short."""
-        kv, gpu = self.kv, self.kv.gpu
-        due.sort(key=_order)
-        j, n = 0, len(due)
-        i = 0
-        while i < self.size:  # preemptions shrink the cohort from its end
-            seq = running[i]
-            while gpu.free_blocks == 0:
-                if len(running) <= self.size:
-                    self._preempted(running[-1])
-                if preempt_last() is seq:
-                    return  # the member preempted itself: it was the last running request
-            if j < n and due[j] is seq:
-                kv.grow_decodes([seq], gpu.alloc_many(1))
-                if nxt <= seq.end_tick:
-                    _add(self._alloc, nxt, seq)
-                j += 1
-            i += 1
-
-    def _take_blocks_short(
-        self, due: list[Seq], nxt: int, running: list[Seq], preempt_last: Callable[[], Seq]
-    ) -> None:
-        """:meth:`take_blocks` when fewer blocks are free than are due: member by member in
-        running order, preempting from the end of the running list while no block is free."""
-        kv, gpu = self.kv, self.kv.gpu
-        due.sort(key=_order)  # who runs short first matters now
-        i, n = 0, len(due)
-        while i < n:
-            seq = due[i]
-            if not seq.lazy:  # preempted while making room for an earlier member
-                i += 1
-                continue
-            while gpu.free_blocks == 0:
-                if len(running) <= self.size:
-                    self._preempted(running[-1])
-                if preempt_last() is seq:
-                    return  # the member preempted itself: it was the last running request
-            # while blocks are free nobody is preempted: the next members (as many as there
-            # are free blocks) take theirs in one pop, in the order single pops would give
-            take: list[Seq] = []
-            free = gpu.free_blocks
-            while i < n and len(take) < free:
-                if due[i].lazy:
-                    take.append(due[i])
-                i += 1
-            kv.grow_decodes(take, gpu.alloc_many(len(take)))
-            for member in take:
-                if nxt <= member.end_tick:
-                    _add(self._alloc, nxt, member)
 
     def advance(self, now: float) -> tuple[list[Seq], list[Seq]]:
         """The members decoded one token each in a step that ended at ``now``.
