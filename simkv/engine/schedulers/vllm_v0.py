@@ -184,17 +184,20 @@ class VllmV0Scheduler(SchedulerBase):
                 plan.add_decode(seq)
                 kept.append(seq)
                 continue
-            if single:
-                if not self.kv.allocate_slots(seq, 1):
-                    raise InvariantViolation(f"{seq}: a free block was kept, its slot failed")
-                plan.add_decode(seq)
-            else:
-                if not self._group_slots(seq, 1):
-                    raise InvariantViolation(f"{seq}: a block per sequence was kept free")
-                self._add_group_decode(seq, plan)
+            self._decode(seq, single, plan)
             kept.append(seq)
             free = gpu.free_blocks
         self.running = kept
+
+    def _decode(self, seq: Seq, single: bool, plan: StepPlan) -> None:
+        """Take ``seq``'s decode slots, a block per sequence being free (checked before), and
+        plan its decode; ``single``: not a forked group."""
+        if not (self.kv.allocate_slots(seq, 1) if single else self._group_slots(seq, 1)):
+            raise InvariantViolation(f"{seq}: a free block per sequence, yet no decode slot")
+        if single:
+            plan.add_decode(seq)
+        else:
+            self._add_group_decode(seq, plan)
 
     def _make_room(
         self, seq: Seq, touched: int, queue: deque[Seq], plan: StepPlan, now: float
@@ -279,13 +282,7 @@ class VllmV0Scheduler(SchedulerBase):
             plan.swap_in_blocks += blocks
             seq.swapped_bytes += blocks * self.kv.block_bytes
             seq.status = Status.RUNNING
-            single = not groups.is_forked(seq)
-            if not (self.kv.allocate_slots(seq, 1) if single else self._group_slots(seq, 1)):
-                raise InvariantViolation(f"{seq}: swapped in, its decode slot must fit")
-            if single:
-                plan.add_decode(seq)
-            else:
-                self._add_group_decode(seq, plan)
+            self._decode(seq, not groups.is_forked(seq), plan)  # can_swap_in counted its slots
             self.running.append(seq)
         return dropped and not swapped
 
