@@ -264,8 +264,8 @@ class LifoFreeQueue:
         stack = self._stack
         if n > len(stack):
             raise IndexError("pop from an empty free queue")
-        if n <= 0:
-            return []
+        if n <= 1:
+            return [stack.pop()] if n == 1 else []
         blocks = stack[-n:]
         del stack[-n:]
         blocks.reverse()
