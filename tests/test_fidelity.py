@@ -51,6 +51,9 @@ def test_table1_slot_count_is_exact() -> None:
 @pytest.mark.parametrize("workload", ["sharegpt", "alpaca"])
 def test_configs_differ_only_in_scheduler(workload: str) -> None:
     dumps = {s: fid.Case(f"{workload}_{s}").load().model_dump(mode="json") for s in SCHEMES}
+    for d in dumps.values():  # the reuse order follows the scheduler (lifo: vLLM 0.6's)
+        reuse = d["kv_cache"].pop("reuse")
+        assert reuse == ("lifo" if d["scheduler"]["kind"] == "vllm_v0" else "fifo")
     shared = {s: {k: v for k, v in d.items() if k not in ("name", "scheduler", "preemption")}
               for s, d in dumps.items()}  # fmt: skip
     assert all(shared[s] == shared["vllm_v0"] for s in SCHEMES)

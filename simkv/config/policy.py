@@ -30,7 +30,10 @@ class SchedulerTraits:
     ``workload.sampling`` (n > 1, beams); ``priority_victim``: knows ``lowest_priority``;
     ``engine_defaults``: takes the engine settings a measured profile fills in (vLLM V1 keys);
     ``null_block``: block 0 of the paged pool is reserved (vLLM V1's null block), so
-    ``num_blocks - 1`` blocks are usable.
+    ``num_blocks - 1`` blocks are usable;
+    ``reuse``: the free-block reuse order of the vLLM version it follows, the default of
+    ``kv_cache.reuse`` (``lifo``: vLLM 0.6.3's ``NaiveBlockAllocator`` frees a block with
+    ``appendleft`` and allocates with ``popleft``; ``fifo``: vLLM 0.11's free block queue).
     """
 
     memory: Literal["paged", "contiguous"]
@@ -40,6 +43,7 @@ class SchedulerTraits:
     priority_victim: bool = False
     engine_defaults: bool = False
     null_block: bool = False
+    reuse: Literal["fifo", "lifo"] = "fifo"
 
 
 class PreemptionConfig(Frozen):
@@ -168,7 +172,9 @@ class ShortestFirstConfig(VllmV1Config):
 class VllmV0Config(Frozen):
     """vLLM 0.6 default scheduler: prefill-only or decode-only steps, watermark admission."""
 
-    traits: ClassVar[SchedulerTraits] = SchedulerTraits("paged", swap=True, multi_sequence=True)
+    traits: ClassVar[SchedulerTraits] = SchedulerTraits(
+        "paged", swap=True, multi_sequence=True, reuse="lifo"
+    )
     kind: Literal["vllm_v0"]
     max_num_seqs: int = Field(256, ge=1, description="max running requests")
     max_num_batched_tokens: int | None = Field(

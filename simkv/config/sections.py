@@ -49,7 +49,13 @@ class KVCacheConfig(Frozen):
     swap_space_gib: float = Field(
         4.0, ge=0, le=MAX_SWAP_GIB, description="CPU swap space per GPU, GiB (vLLM v0: 4)"
     )
-    reuse: str = Field("fifo", pattern="^(fifo|lifo)$", description="freed-block reuse order")
+    reuse: str | None = Field(
+        None,
+        pattern="^(fifo|lifo)$",
+        description="freed-block reuse order: fifo = a freed block is reused last (vLLM 0.11's "
+        "FreeKVCacheBlockQueue), lifo = reused first (vLLM 0.6.3's NaiveBlockAllocator: freed "
+        "with appendleft, allocated with popleft). Unset: lifo under vllm_v0, fifo otherwise",
+    )
     prefix_caching: Literal["none", "hash", "radix"] | None = Field(
         None,
         description="none; hash = vLLM 0.11 automatic prefix caching; radix = SGLang-style "

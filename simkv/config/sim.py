@@ -63,14 +63,16 @@ class SimConfig(Frozen):
 
     @model_validator(mode="before")
     @classmethod
-    def _default_prefix_caching(cls, data: Any) -> Any:
-        """vLLM 0.11 enables prefix caching by default; the resolved config says so. A
-        replica group that sets its own scheduler and leaves ``prefix_caching`` unset (in its
-        ``kv_cache`` or, inherited, the top level's) gets its scheduler's default."""
+    def _scheduler_kv_defaults(cls, data: Any) -> Any:
+        """The ``kv_cache`` defaults that follow the scheduler's vLLM version (its traits):
+        prefix caching (on under vLLM 0.11) and the free-block reuse order (LIFO under vLLM
+        0.6). The resolved config says which. A replica group that sets its own scheduler or
+        ``kv_cache`` gets its scheduler's defaults for what it (or, inherited, the top level)
+        leaves unset."""
         if not isinstance(data, dict):
             return data
         raw_kv = data.get("kv_cache")
-        data = {**data, **_with_caching_default(data, raw_kv, data.get("scheduler"))}
+        data = {**data, **_with_kv_defaults(data, raw_kv, data.get("scheduler"))}
         fleet = data.get("fleet")
         groups = fleet.get("replicas") if isinstance(fleet, dict) else None
         if isinstance(groups, list):
@@ -79,7 +81,7 @@ class SimConfig(Frozen):
                 if isinstance(group, dict) and ("scheduler" in group or "kv_cache" in group):
                     kv = group.get("kv_cache", raw_kv)
                     sched = group.get("scheduler", data.get("scheduler"))
-                    group = {**group, **_with_caching_default(group, kv, sched)}
+                    group = {**group, **_with_kv_defaults(group, kv, sched)}
                 filled.append(group)
             data["fleet"] = {**fleet, "replicas": filled}
         return data
@@ -137,14 +139,18 @@ class SimConfig(Frozen):
         ]  # fmt: skip
 
 
-def _with_caching_default(data: dict[str, Any], kv: Any, sched: Any) -> dict[str, Any]:
-    """``{"kv_cache": ...}`` with ``prefix_caching`` filled from the scheduler's traits when
-    ``kv`` (a raw section) leaves it unset; ``{}`` when there is nothing to fill."""
+def _with_kv_defaults(data: dict[str, Any], kv: Any, sched: Any) -> dict[str, Any]:
+    """``{"kv_cache": ...}`` with ``prefix_caching`` and ``reuse`` filled from the scheduler's
+    traits where ``kv`` (a raw section) leaves them unset; ``{}`` when there is nothing to
+    fill."""
     kv = dict(kv) if isinstance(kv, dict) else {} if kv is None else kv
-    if not isinstance(kv, dict) or kv.get("prefix_caching") is not None:
+    if not isinstance(kv, dict) or None not in (kv.get("prefix_caching"), kv.get("reuse")):
         return {}
     traits = traits_of(sched.get("kind", "vllm_v1") if isinstance(sched, dict) else "vllm_v1")
-    kv["prefix_caching"] = "hash" if traits and traits.prefix_caching else "none"
+    if kv.get("prefix_caching") is None:
+        kv["prefix_caching"] = "hash" if traits and traits.prefix_caching else "none"
+    if kv.get("reuse") is None and traits is not None:
+        kv["reuse"] = traits.reuse
     return {"kv_cache": kv}
 
 
@@ -253,7 +259,7 @@ def _section_adapter(name: str) -> TypeAdapter[Any]:
 def rule_errors(doc: YamlDoc) -> list[InputError]:
     """The errors of :mod:`simkv.config.rules` over the sections of ``doc`` that are valid on
     their own (located as validation locates them)."""
-    data = SimConfig._default_prefix_caching(dict(doc.data))
+    data = SimConfig._scheduler_kv_defaults(dict(doc.data))
     sections: dict[str, Any] = {}
     for name in RULE_SECTIONS:
         field = SimConfig.model_fields[name]

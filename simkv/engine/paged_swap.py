@@ -32,10 +32,23 @@ class SwapSide:
     def _internal(self, seq: Seq) -> int: ...  # PagedKV's
 
     def can_swap_out(self, seq: Seq) -> AllocStatus:
-        """Whether ``seq``'s blocks fit in the CPU pool (NEVER when there is no pool)."""
+        """vLLM 0.6.3 ``BlockSpaceManagerV2.can_swap_out`` (``_can_swap`` on the CPU, no
+        watermark): the CPU pool must have the distinct *full* blocks of ``seq``'s tables free,
+        plus one block per sequence for the token it has not written yet
+        (``BlockTable.get_num_blocks_touched_by_append_slots``: 1). NEVER beyond the pool's
+        size (and when there is no pool), LATER beyond its free blocks.
+
+        The move takes only the distinct blocks, so a sequence whose trailing block is full
+        needs one CPU block more than it moves. Called before the step's slots are taken
+        (``table.length`` is the request's computed tokens)."""
         if self.swap is None:
             return AllocStatus.NEVER
-        return self.swap.can_swap_out(groups.tables_of(seq))
+        tables, bs = groups.tables_of(seq), self.block_size
+        if len(tables) == 1:
+            full = tables[0].length // bs
+        else:  # a block shared by a group counts once (the sharing moves with it)
+            full = len({b for table in tables for b in table.block_ids[: table.length // bs]})
+        return self.swap.can_take(full + len(tables))
 
     def swap_out(self, seq: Seq) -> int:
         """Move ``seq``'s blocks to the CPU pool; returns the number of blocks moved."""

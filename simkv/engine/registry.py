@@ -80,7 +80,8 @@ def paged_memory(cfg: SimConfig, sizing: KVSizing) -> PagedKV:
     pool."""
     swaps = cfg.scheduler.traits.swap
     return PagedKV(
-        sizing.num_blocks, sizing.block_size, reuse=cfg.kv_cache.reuse,
+        sizing.num_blocks, sizing.block_size,
+        reuse=cfg.kv_cache.reuse or cfg.scheduler.traits.reuse,
         swap_blocks=sizing.swap_blocks if swaps else 0, block_bytes=sizing.block_bytes,
         prefix_caching=cfg.kv_cache.prefix_caching or "none",
         null_block=cfg.scheduler.traits.null_block,

@@ -59,12 +59,15 @@ class SchedulerBase:
     ``supports_forks``: whether the policy runs multi-sequence requests (only vLLM v0 does);
     ``finishes_at_last_token``: whether a request leaves as soon as it samples its last token;
     ``uses_lane``: whether the policy runs the decode fast path (:mod:`simkv.engine.lazy`: a
-    paged policy that calls ``self.lane.plan_members`` first in ``schedule``).
+    paged policy that calls ``self.lane.plan_members`` first in ``schedule``);
+    ``worst_case_decode``: whether a decode needs a free block even when its token fits in its
+    own partial block (vLLM 0.6's ``can_append_slots``; the lane must replay it).
     """
 
     supports_forks: bool = False
     finishes_at_last_token: bool = True  # False: _on_output_complete may defer or batch it
     uses_lane: bool = False
+    worst_case_decode: bool = False
 
     def __init__(self, kv: KVMemory, recorder: Recorder, waiting: WaitingQueue) -> None:
         self.kv = kv
@@ -202,7 +205,10 @@ class SchedulerBase:
     def lazy_decode(self, on: bool) -> None:
         """Run the decode fast path (:mod:`simkv.engine.lazy`) or not; only policies that
         use the lane (``uses_lane``) take it."""
-        self.lane = DecodeLane(self.kv) if on and self.uses_lane else None  # type: ignore[arg-type]
+        if on and self.uses_lane:
+            self.lane = DecodeLane(self.kv, worst_case=self.worst_case_decode)  # type: ignore[arg-type]
+        else:
+            self.lane = None
 
     def check(self) -> None:
         """Every invariant of the KV memory, the lane's members brought up to date first."""

@@ -60,9 +60,16 @@ class BlockAllocator:
     block to the tail (``FIFO``) or the head (``LIFO``) when its refcount reaches 0. The initial
     order is ``0, 1, ..., num_blocks - 1``. ``alloc`` and ``free`` are O(1). A prefix cache
     passes its own cache-aware ``free_queue`` (holding all ``num_blocks`` ids initially).
+
+    ``release`` frees a table's blocks so that its tail is reused first: last block first
+    into a FIFO queue or a cache's queue (vLLM 0.11's ``KVCacheManager.free``), first block
+    first into the allocator's own LIFO queue (vLLM 0.6.3's ``BlockTable.free`` over
+    ``NaiveBlockAllocator``, which frees with ``appendleft`` and allocates with ``popleft``).
     """
 
-    __slots__ = ("_block_size", "_free", "_num_blocks", "_refcount", "_reuse", "_used")
+    __slots__ = (
+        "_block_size", "_free", "_head_first", "_num_blocks", "_refcount", "_reuse", "_used",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -77,7 +84,10 @@ class BlockAllocator:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         self._reuse = ReuseOrder(reuse)
         self._block_size = block_size
-        self._free: FreeQueue = free_queue or make_free_queue(range(num_blocks), self._reuse)
+        self._free: FreeQueue = free_queue or make_free_queue(
+            range(num_blocks), self._reuse, removals=False
+        )
+        self._head_first = free_queue is None and self._reuse is ReuseOrder.LIFO
         if len(self._free) != num_blocks:
             raise ValueError("a free_queue must start with every block")
         self._refcount: list[int] = [0] * num_blocks
@@ -215,8 +225,8 @@ class BlockAllocator:
     def release(
         self, block_ids: Sequence[BlockId], owner: int | None = None, registered: int = 0
     ) -> int:
-        """Drop one reference from each of ``block_ids``, last block first (a sequence's
-        tail is freed before its head, so a cache evicts it first). Returns how many of them
+        """Drop one reference from each of ``block_ids``, in the order that makes the table's
+        tail reused first (the class docstring; a cache evicts it first). Returns how many of them
         were shared (refcount > 1 before). The ids are distinct (one table's blocks). All or
         nothing: a free block raises ``DoubleFree`` before anything changes.
 
@@ -241,8 +251,9 @@ class BlockAllocator:
                 for done in block_ids[: block_ids.index(block_id)]:
                     refcount[done] += 1
                 raise DoubleFree(f"free of free block {block_id}")
-        # the freed ones, last block first; without sharing, all of them (one C-level copy)
-        freed = block_ids[::-1] if not shared else [b for b in block_ids[::-1] if not refcount[b]]
+        # the freed ones, the tail to be reused first; without sharing, all of them
+        order = block_ids if self._head_first else block_ids[::-1]
+        freed = order if not shared else [b for b in order if not refcount[b]]
         self._used -= len(freed)
         if owner is None:
             self._free.push_many(freed)

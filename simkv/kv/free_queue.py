@@ -2,7 +2,8 @@
 
 The order *is* the eviction policy of a prefix cache built on a queue. :class:`OrderedFreeQueue`
 (FIFO or LIFO, any block removable in O(1)) is the reference; :class:`FifoFreeQueue` is the
-fast FIFO one, checked against it by ``tests/kv/test_free_queue.py``.
+fast FIFO one and :class:`LifoFreeQueue` the fast LIFO one without removals, checked against it
+by ``tests/kv/test_free_queue.py``.
 """
 
 from __future__ import annotations
@@ -238,11 +239,67 @@ class FifoFreeQueue:
                 yield block_id
 
 
+class LifoFreeQueue:
+    """LIFO free queue on a list used as a stack, its end the head: pushes append, pops take
+    from the end, bulk pops and pushes are one slice / ``extend`` (C speed). Same order and
+    contents as :class:`OrderedFreeQueue` under LIFO (``tests/kv/test_free_queue.py``).
+
+    Removal is O(n) (``list.remove``): this queue is for an allocator without a prefix cache,
+    which never takes a free block back; a cache under LIFO gets :class:`OrderedFreeQueue`.
+    """
+
+    __slots__ = ("_stack",)
+
+    def __init__(self, block_ids: Iterable[int]) -> None:
+        self._stack: list[BlockId] = list(map(BlockId, block_ids))
+        self._stack.reverse()  # the first block on top
+
+    def pop(self) -> BlockId:
+        return self._stack.pop()
+
+    def push(self, block_id: BlockId) -> None:
+        self._stack.append(block_id)
+
+    def pop_many(self, n: int) -> list[BlockId]:
+        stack = self._stack
+        if n > len(stack):
+            raise IndexError("pop from an empty free queue")
+        if n <= 1:
+            return [stack.pop()] if n == 1 else []
+        blocks = stack[-n:]
+        del stack[-n:]
+        blocks.reverse()
+        return blocks
+
+    def push_many(
+        self, block_ids: Sequence[BlockId], owner: int | None = None, registered: int = 0
+    ) -> None:
+        """Push ``block_ids`` in order: the last one becomes the head (``owner`` and
+        ``registered`` are for a prefix cache; ignored here)."""
+        self._stack.extend(block_ids)
+
+    def remove(self, block_id: BlockId) -> None:
+        self._stack.remove(block_id)
+
+    def remove_many(self, block_ids: Sequence[BlockId], owner: int | None = None) -> None:
+        for block_id in block_ids:
+            self._stack.remove(block_id)
+
+    def __len__(self) -> int:
+        return len(self._stack)
+
+    def __iter__(self) -> Iterator[BlockId]:
+        return reversed(self._stack)
+
+
 def make_free_queue(
-    block_ids: Iterable[int], reuse: ReuseOrder | str = ReuseOrder.FIFO
+    block_ids: Iterable[int], reuse: ReuseOrder | str = ReuseOrder.FIFO, *, removals: bool = True
 ) -> FreeQueue:
-    """The fastest free queue for ``reuse``: :class:`FifoFreeQueue` or (LIFO)
-    :class:`OrderedFreeQueue`."""
+    """The fastest free queue for ``reuse``: :class:`FifoFreeQueue`, or under LIFO
+    :class:`OrderedFreeQueue` (O(1) removal, for a prefix cache) or, with ``removals=False``
+    (a plain allocator), :class:`LifoFreeQueue`."""
     if ReuseOrder(reuse) is ReuseOrder.FIFO:
         return FifoFreeQueue(block_ids)
+    if not removals:
+        return LifoFreeQueue(block_ids)
     return OrderedFreeQueue(block_ids, reuse)

@@ -97,6 +97,11 @@ class SwapPool:
         """Tokens per block (same on GPU and CPU)."""
         return self.cpu.block_size
 
+    def can_take(self, num_blocks: int) -> AllocStatus:
+        """Whether ``num_blocks`` CPU blocks are free now (OK), only after others leave
+        (LATER) or never (NEVER: more than the pool holds)."""
+        return _decide(num_blocks, self.cpu)
+
     def can_swap_out(self, tables: Iterable[SequenceTable]) -> AllocStatus:
         """Whether the group's distinct GPU blocks fit in the CPU pool now / ever."""
         return _decide(len(_references(list(tables))), self.cpu)

@@ -9,13 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
+from typer.testing import CliRunner
 
+from simkv.cli import app
 from simkv.config.sim import SimConfig
 from simkv.runner import RunOutput, simulate
 
 
-def tiny_config(
+def tiny_data(
     tmp_path: Path,
     requests: list[tuple[float, int, int]],
     scheduler: dict[str, Any],
@@ -24,8 +27,9 @@ def tiny_config(
     block_size: int = 4,
     max_model_len: int = 16,
     **extra: Any,
-) -> SimConfig:
-    """A config over ``requests`` = [(arrival_s, prompt_tokens, output_tokens), ...]."""
+) -> dict[str, Any]:
+    """The config document (trace and step table written into ``tmp_path``) over
+    ``requests`` = [(arrival_s, prompt_tokens, output_tokens), ...]."""
     trace = tmp_path / "trace.csv"
     rows = ["arrival_s,prompt_tokens,output_tokens"]
     rows += [f"{a},{p},{o}" for a, p, o in requests]
@@ -45,7 +49,38 @@ def tiny_config(
         "cost_model": {"kind": "table", "path": str(table)},
     }  # fmt: skip
     data.update(extra)
+    return data
+
+
+def tiny_config(
+    tmp_path: Path,
+    requests: list[tuple[float, int, int]],
+    scheduler: dict[str, Any],
+    *,
+    num_blocks: int,
+    block_size: int = 4,
+    max_model_len: int = 16,
+    **extra: Any,
+) -> SimConfig:
+    """A config over ``requests`` = [(arrival_s, prompt_tokens, output_tokens), ...]."""
+    data = tiny_data(
+        tmp_path, requests, scheduler, num_blocks=num_blocks, block_size=block_size,
+        max_model_len=max_model_len, **extra,
+    )  # fmt: skip
     return SimConfig.model_validate(yaml.safe_load(yaml.safe_dump(data)))
+
+
+def cli_run(tmp_path: Path, data: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``simkv run CONFIG --out DIR --check`` on the config document ``data`` (the real
+    command: config file, validation, engine, written frames); returns the run's
+    (steps, requests) frames as written, requests indexed by ``req_id``."""
+    config, out = tmp_path / "config.yaml", tmp_path / "out"
+    config.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(app, ["run", str(config), "--out", str(out), "--check"])
+    if result.exit_code != 0:
+        raise AssertionError(f"simkv run failed ({result.exit_code}): {result.output}")
+    steps = pd.read_parquet(out / "steps.parquet")
+    return steps, pd.read_parquet(out / "requests.parquet").set_index("req_id")
 
 
 def run(cfg: SimConfig, tmp_path: Path) -> RunOutput:

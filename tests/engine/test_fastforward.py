@@ -1,11 +1,13 @@
 """Lazy-decode equivalence: random configs stepped request by request and with the lazily
 advanced decode lane (:mod:`simkv.engine.lazy`) give identical per-request, per-step and ITL
-frames and summaries, under every victim policy, preemption mode and free-block reuse order."""
+frames and summaries, under every victim policy, preemption mode and free-block reuse order
+(each scheduler's default unless a test draws one)."""
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -20,7 +22,7 @@ from simkv.runner import build_engine
 
 def _config(seed: int, rate: float, blocks: int, block_size: int, caching: str,
             budget: int, n: int, out_mean: int, kind: str = "vllm_v1", victim: str = "newest",
-            mode: str = "auto", reuse: str = "fifo",
+            mode: str = "auto", reuse: str | None = None,
             extra: dict[str, object] | None = None) -> SimConfig:  # fmt: skip
     scheduler = {"kind": kind, "max_num_batched_tokens": budget, **(extra or {})}
     if kind == "vllm_v1":
@@ -41,7 +43,7 @@ def _config(seed: int, rate: float, blocks: int, block_size: int, caching: str,
         "gpu": "a100-40gb",
         "kv_cache": {"block_size": block_size, "num_blocks": blocks // block_size,
                      "prefix_caching": caching if kind == "vllm_v1" else "none",
-                     "reuse": reuse, "swap_space_gib": 0.25},
+                     "swap_space_gib": 0.25, **({"reuse": reuse} if reuse else {})},
         "scheduler": scheduler,
         "preemption": {"victim": victim, "mode": mode if kind == "vllm_v0" else "recompute"},
     }  # fmt: skip
@@ -80,11 +82,11 @@ def _assert_same(cfg: SimConfig) -> int:
     kind=st.sampled_from(["vllm_v1", "vllm_v0"]),
     victim=st.sampled_from(["newest", "oldest", "longest", "fewest_blocks", "lowest_priority"]),
     mode=st.sampled_from(["recompute", "swap"]),
-    reuse=st.sampled_from(["fifo", "lifo"]),
+    reuse=st.sampled_from([None, "fifo", "lifo"]),  # None: the scheduler's default
 )
 def test_fast_forward_changes_nothing(
     seed: int, rate: float, blocks: int, block_size: int, caching: str, budget: int,
-    out_mean: int, kind: str, victim: str, mode: str, reuse: str,
+    out_mean: int, kind: str, victim: str, mode: str, reuse: str | None,
 ) -> None:  # fmt: skip
     _assert_same(_config(seed, rate, blocks, block_size, caching, budget, 60, out_mean, kind,
                          victim, mode, reuse))  # fmt: skip
@@ -245,3 +247,26 @@ def test_lazy_decode_matches_under_the_priority_policy_default_victim() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         _, frames, _ = _run(cfg, Path(tmp), True)
     assert frames.requests["preemptions"].sum() > 0
+
+
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_lazy_decode_replays_vllm_v0_worst_case_decode_slots(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vllm_v0 under tight memory: a member may find no free block for a decode that fits in
+    its own block (vLLM 0.6's ``can_append_slots`` worst case); the lane replays those steps
+    member by member (``simkv.engine.lazy.shortage.replay_worst_case``, counted here) with the
+    same frames as the plain pass."""
+    from simkv.engine.lazy import cohort
+
+    calls: list[int] = []
+    replay = cohort.replay_worst_case
+
+    def counted(lane: cohort.DecodeCohort, *args: Any) -> None:
+        calls.append(lane.size)
+        replay(lane, *args)
+
+    monkeypatch.setattr(cohort, "replay_worst_case", counted)
+    cfg = _config(5, 6.0, 1600, 16, "none", 2048, 120, 120, "vllm_v0", "newest", mode)
+    assert _assert_same(cfg) > 1000
+    assert len(calls) > 20

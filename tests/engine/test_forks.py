@@ -94,29 +94,39 @@ def test_tree_of_thought_forks_after_parent_tokens(tmp_path: Path) -> None:
 
 
 def test_group_is_swapped_out_and_back_in_with_its_sharing(tmp_path: Path) -> None:
-    # 5 blocks of 4. S = (3, 7) single, then G = (6, 6) with n = 2 (the newest).
-    # 1: prefill 9 → 19 ms: S 1 block, G 2; G forks. 2: S in place, G copies its partial
-    #    block (4 blocks) → 13 ms + copy. 3: S takes block 5; G in place → 13 ms.
-    # 4: G needs 2 new blocks, none free: G (last) is swapped out as one group: 3 distinct
-    #    blocks (the shared one once). S alone → 11 ms + 3 swaps.
-    # 5-7: S decodes (11 ms each; G needs 3 + 2 blocks, 3 free) and finishes at .090208.
-    # 8: G back in (3 blocks, the first still shared) + 2 new → 12 ms + 3 swaps. 9, 10: 12 ms.
+    # 5 blocks of 4, 5 CPU blocks. S = (3, 7) single, then G = (6, 6) with n = 2 (the newest).
+    # A decode needs one free block per sequence, even inside its own partial block (vLLM 0.6
+    # BlockSpaceManagerV2.can_append_slots); a swap-out needs the distinct full blocks + one
+    # block per sequence on the CPU (can_swap_out), a swap-in as many on the GPU (can_swap_in).
+    # 1: prefill 9 → 19 ms: S 1 block, G 2; G forks. 2: S in place (2 free ≥ 1), G copies its
+    #    shared partial block (2 free ≥ 2 sequences; 4 blocks used) → 13 ms + copy.
+    # 3: S takes the last block; G needs 2 free, 0: G (last) is swapped out as one group:
+    #    3 distinct blocks (the shared one once; CPU check 1 full + 2). S alone → 11 ms + 3 swaps.
+    # 4: S in place; G back in (3 blocks, trailing blocks partial: 3 needed, 3 free) and both
+    #    decode → 13 ms + 3 swaps; every block is used, G's trailing blocks are now full.
+    # 5: S finds 0 free: G (newest) swapped out again (CPU check 3 full + 2 = 5) → 11 ms + 3.
+    # 6, 7: S alone (G needs 3 + 2 new, 3 then 2 free) → 11 ms each; S done at 92.62 ms.
+    # 8: G back in (3 blocks, the first still shared) + 2 new → 12 ms + 3 swaps; 0 free.
+    # 9, 10: G finds 0 free for its 2 sequences: it swaps itself out (5 blocks; a plan with
+    #    nobody left to run is scheduled again at the same time, its swap-out unrecorded) and
+    #    straight back in (5 blocks, partial trailing blocks: 5 needed) → 12 ms + 5 swaps each.
     cfg = tiny_config(tmp_path, [(0, 3, 7), (0, 6, 6)], V0, num_blocks=5)
     kv = cfg.kv_cache.model_copy(update={"swap_space_gib": 0.01})
     cfg = cfg.model_copy(update={"kv_cache": kv})
     workload = _workload([(0, 3, 7), (0, 6, 6)]).with_sampling(np.array([1, 2]), 0, False)
     out = _run_workload(cfg, workload, tmp_path)
-    assert _col(out, "swap_out_blocks") == [0, 0, 0, 3, 0, 0, 0, 0, 0, 0]
-    assert _col(out, "swap_in_blocks") == [0, 0, 0, 0, 0, 0, 0, 3, 0, 0]
-    assert _col(out, "cpu_blocks_used") == [0, 0, 0, 3, 3, 3, 3, 0, 0, 0]
-    assert _col(out, "fork_blocks") == [2, 3, 3, 0, 0, 0, 0, 5, 5, 0]
-    assert _col(out, "fork_blocks_independent") == [4, 4, 4, 0, 0, 0, 0, 6, 6, 0]
+    assert _col(out, "batch_size") == [2, 3, 1, 3, 1, 1, 1, 2, 2, 2]
+    assert _col(out, "swap_out_blocks") == [0, 0, 3, 0, 3, 0, 0, 0, 0, 0]
+    assert _col(out, "swap_in_blocks") == [0, 0, 0, 3, 0, 0, 0, 3, 5, 5]
+    assert _col(out, "cpu_blocks_used") == [0, 0, 3, 0, 3, 3, 3, 0, 0, 0]
+    assert _col(out, "fork_blocks") == [2, 3, 0, 3, 0, 0, 0, 5, 5, 0]
+    assert _col(out, "fork_blocks_independent") == [4, 4, 0, 4, 0, 0, 0, 6, 6, 0]
     s, g = _req(out, 0), _req(out, 1)
-    assert s["finish_s"] == pytest.approx((19 + 13 + 13 + 11 * 4) * MS + COPY_S + 3 * SWAP_S)
-    assert g["finish_s"] == pytest.approx((19 + 13 * 2 + 11 * 4 + 12 * 3) * MS + COPY_S
-                                          + 6 * SWAP_S)  # fmt: skip
-    assert (g["swaps"], g["preemptions"], g["generated_tokens"]) == (1, 1, 12)
-    assert g["swapped_bytes"] == 6 * 2 * 2**20
+    assert s["finish_s"] == pytest.approx((19 + 13 + 11 + 13 + 11 * 3) * MS + COPY_S + 9 * SWAP_S)
+    assert g["finish_s"] == pytest.approx((19 + 13 + 11 + 13 + 11 * 3 + 12 * 3) * MS + COPY_S
+                                          + 22 * SWAP_S)  # fmt: skip
+    assert (g["swaps"], g["preemptions"], g["generated_tokens"]) == (4, 4, 12)
+    assert g["swapped_bytes"] == (3 + 3 + 5 + 5) * 2 * 2 * 2**20
     assert (s["preemptions"], s["recomputed_tokens"]) == (0, 0)
 
 
@@ -128,7 +138,7 @@ def test_forced_recompute_still_swaps_a_forked_group(tmp_path: Path) -> None:
     cfg = cfg.model_copy(update={"kv_cache": kv})
     workload = _workload([(0, 3, 7), (0, 6, 6)]).with_sampling(np.array([1, 2]), 0, False)
     g = _req(_run_workload(cfg, workload, tmp_path), 1)
-    assert (g["swaps"], g["recomputed_tokens"]) == (1, 0)
+    assert (g["swaps"], g["recomputed_tokens"]) == (4, 0)  # 4 swaps, as above
 
 
 def test_beam_search_is_deterministic_and_shares_blocks(tmp_path: Path) -> None:

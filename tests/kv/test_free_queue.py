@@ -1,12 +1,12 @@
-"""The list-based FIFO free queue behaves exactly like the OrderedDict one, and its absolute
-positions say which pushed entries the head has passed."""
+"""The list-based FIFO and LIFO free queues behave exactly like the OrderedDict one, and the
+FIFO queue's absolute positions say which pushed entries the head has passed."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simkv.kv.free_queue import FifoFreeQueue, OrderedFreeQueue, make_free_queue
+from simkv.kv.free_queue import FifoFreeQueue, LifoFreeQueue, OrderedFreeQueue, make_free_queue
 
 N = 12
 # an operation: ("pop", count) | ("push", block) | ("remove", block) | ("batch", count)
@@ -78,12 +78,44 @@ def test_fifo_queue_matches_the_ordered_queue(ops: list[tuple[str, int]], start:
         assert all(fast.head_position <= p < fast.end_position for p in position.values())
 
 
+@settings(max_examples=300, deadline=None)
+@given(ops=ops, start=st.integers(0, N))
+def test_lifo_queue_matches_the_ordered_queue(ops: list[tuple[str, int]], start: int) -> None:
+    fast, ref = LifoFreeQueue(range(start)), OrderedFreeQueue(range(start), "lifo")
+    queued = set(range(start))
+    for op, arg in ops:
+        if op == "batch":
+            blocks = [b for b in range(N) if b not in queued][:arg]
+            fast.push_many(blocks)
+            ref.push_many(blocks)
+            queued |= set(blocks)
+        elif op in ("pop", "revive"):  # (revive: a bulk pop of up to arg, 0 included)
+            n = min(arg, len(queued)) if op == "pop" else min(arg - 1, len(queued))
+            got = fast.pop_many(n) if n != 1 else [fast.pop()]
+            want = [ref.pop() for _ in range(n)]
+            assert got == want
+            queued -= set(want)
+        elif op == "push" and arg not in queued:
+            fast.push(arg)
+            ref.push(arg)
+            queued.add(arg)
+        elif op == "remove" and arg in queued:
+            fast.remove_many([arg]) if arg % 2 else fast.remove(arg)
+            ref.remove(arg)
+            queued.discard(arg)
+        assert len(fast) == len(ref) == len(queued)
+        assert list(fast) == list(ref)
+
+
 def test_factory_picks_by_reuse_order() -> None:
     assert isinstance(make_free_queue(range(3)), FifoFreeQueue)
     lifo = make_free_queue(range(3), "lifo")
     assert isinstance(lifo, OrderedFreeQueue)
     lifo.push_many([])
     assert lifo.pop() == 0
+    stack = make_free_queue(range(3), "lifo", removals=False)
+    assert isinstance(stack, LifoFreeQueue)
+    assert stack.pop_many(2) == [0, 1]
 
 
 def test_positions_survive_compaction() -> None:

@@ -17,39 +17,27 @@ the cohort work only for the members with an *event* at that tick, kept in calen
   see :meth:`DecodeCohort.advance`);
 * its last token after the step, when it finishes and leaves.
 
-Under the ``newest`` victim policy a block shortage at the members' boundaries is replayed
-exactly (:meth:`DecodeCohort.take_blocks`); anything else the lazy state cannot express is the
-lane's caller's to avoid (it flushes instead).
+Under the ``newest`` victim policy a block shortage is replayed exactly
+(:meth:`DecodeCohort.take_blocks`, :mod:`simkv.engine.lazy.shortage`); anything else the lazy
+state cannot express is the lane's caller's to avoid (it flushes instead). A shortage is a
+member at a block boundary finding no free block or, with ``worst_case`` (vLLM 0.6's
+``BlockSpaceManagerV2.can_append_slots``: every decode needs a free block, even one that writes
+into its own partial block), any member finding none: then the members' blocks are handed out
+member by member, as the plain pass does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
 
+from simkv.engine.lazy.calendar import Calendar
+from simkv.engine.lazy.calendar import add as _add
+from simkv.engine.lazy.calendar import by_order as _order
+from simkv.engine.lazy.calendar import drop as _drop
+from simkv.engine.lazy.shortage import replay_short, replay_worst_case
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.sequence import Seq
 from simkv.kv.allocator import InvariantViolation
-
-Calendar = dict[int, list[Seq]]  # tick → members with an event at it
-
-
-def _add(calendar: Calendar, tick: int, seq: Seq) -> None:
-    due = calendar.get(tick)
-    if due is None:
-        calendar[tick] = [seq]
-    else:
-        due.append(seq)
-
-
-def _drop(calendar: Calendar, tick: int, seq: Seq) -> None:
-    due = calendar[tick]
-    due.remove(seq)
-    if not due:
-        del calendar[tick]
-
-
-_order = attrgetter("order")  # a member's join stamp: running order among members
 
 
 class DecodeCohort:
@@ -57,11 +45,13 @@ class DecodeCohort:
 
     __slots__ = (
         "_alloc", "_fill", "_finish", "_joins", "_uncounted", "block_size", "by_owner", "caching",
-        "context", "kv", "last_s", "size", "tick",
+        "context", "kv", "last_s", "size", "tick", "worst_case",
     )  # fmt: skip
 
-    def __init__(self, kv: PagedKV) -> None:
+    def __init__(self, kv: PagedKV, *, worst_case: bool = False) -> None:
+        """``worst_case``: a member may decode only while a block is free (vLLM 0.6)."""
         self.kv = kv
+        self.worst_case = worst_case
         self.block_size = kv.block_size
         self.caching = kv.cache is not None
         # members with private keys, in a cache that keeps them by owner, register by count
@@ -164,7 +154,11 @@ class DecodeCohort:
         self.context -= seq.num_computed
         self.size -= 1
 
-    def _preempted(self, seq: Seq) -> None:
+    def book_block(self, tick: int, seq: Seq) -> None:
+        """A member needs a new block before tick ``tick``'s step."""
+        _add(self._alloc, tick, seq)
+
+    def preempted(self, seq: Seq) -> None:
         """A member is preempted while the next step's blocks are handed out: its remaining
         events are dropped (a block for the next step is skipped by the caller)."""
         self.touch(seq)
@@ -189,7 +183,8 @@ class DecodeCohort:
     ) -> bool:
         """Give each member at a block boundary its block for the next step, in running order.
 
-        With too few free blocks: without ``preempt_last``, return False with nothing changed;
+        With too few free blocks (under ``worst_case``: unless a block stays free for every
+        member, boundary or not): without ``preempt_last``, return False with nothing changed;
         with it, do what the step-by-step pass does under the ``newest`` victim policy — while
         no block is free, preempt the last running request (``preempt_last`` removes and
         preempts ``running[-1]`` and returns it; a member leaves the cohort first), until the
@@ -198,11 +193,14 @@ class DecodeCohort:
         tick = self.tick + 1
         due = self._alloc.pop(tick, None)
         if due is None:
-            return True
+            if not self.worst_case or self.kv.gpu.free_blocks:
+                return True
+            due = []  # worst case: the first member finds no free block
         kv, gpu = self.kv, self.kv.gpu
         nxt = tick + self.block_size
         alloc = self._alloc
-        if len(due) <= gpu.free_blocks:
+        # worst case, the last member needs a block still free after the others took theirs
+        if len(due) < gpu.free_blocks or (len(due) == gpu.free_blocks and not self.worst_case):
             # the common case: every member's block is free. Which member gets which of the
             # blocks popped together does not matter (they are alike: free, uncached), so
             # running order is not needed here.
@@ -216,41 +214,14 @@ class DecodeCohort:
                     later.extend(again)
             return True
         if preempt_last is None or running is None:
-            self._alloc[tick] = due
+            if due:
+                self._alloc[tick] = due
             return False
-        self._take_blocks_short(due, nxt, running, preempt_last)
+        if self.worst_case:
+            replay_worst_case(self, due, nxt, running, preempt_last)
+        else:
+            replay_short(self, due, nxt, running, preempt_last)
         return True
-
-    def _take_blocks_short(
-        self, due: list[Seq], nxt: int, running: list[Seq], preempt_last: Callable[[], Seq]
-    ) -> None:
-        """:meth:`take_blocks` when fewer blocks are free than are due: member by member in
-        running order, preempting from the end of the running list while no block is free."""
-        kv, gpu = self.kv, self.kv.gpu
-        due.sort(key=_order)  # who runs short first matters now
-        i, n = 0, len(due)
-        while i < n:
-            seq = due[i]
-            if not seq.lazy:  # preempted while making room for an earlier member
-                i += 1
-                continue
-            while gpu.free_blocks == 0:
-                if len(running) <= self.size:
-                    self._preempted(running[-1])
-                if preempt_last() is seq:
-                    return  # the member preempted itself: it was the last running request
-            # while blocks are free nobody is preempted: the next members (as many as there
-            # are free blocks) take theirs in one pop, in the order single pops would give
-            take: list[Seq] = []
-            free = gpu.free_blocks
-            while i < n and len(take) < free:
-                if due[i].lazy:
-                    take.append(due[i])
-                i += 1
-            kv.grow_decodes(take, gpu.alloc_many(len(take)))
-            for member in take:
-                if nxt <= member.end_tick:
-                    _add(self._alloc, nxt, member)
 
     def advance(self, now: float) -> tuple[list[Seq], list[Seq]]:
         """The members decoded one token each in a step that ended at ``now``.

@@ -33,7 +33,10 @@ never picks a victim among members except through :meth:`plan_members`'s ``preem
    requests already scheduled, :meth:`others_fit`); ``preempt_last`` (a callback that preempts
    the last running request and returns it) lets the lane replay a block shortage exactly
    under the ``newest`` victim policy. Otherwise the lane flushes and the scheduler takes the
-   step request by request, as if there were no lane.
+   step request by request, as if there were no lane. A scheduler whose decodes follow vLLM
+   0.6's worst-case ``can_append_slots`` (``SchedulerBase.worst_case_decode``) gets a lane with
+   ``worst_case``: a member then needs a free block to decode even inside its own block, so a
+   shortage is any member finding none, boundary or not (replayed or flushed the same way).
 2. The scheduler plans every non-member from ``running[plan.cohort:]`` on, as it would.
 3. :meth:`complete_step` from the scheduler's ``complete``: the members advance one token;
    those that sampled their last token have left the lane (the scheduler finishes them and
@@ -92,14 +95,15 @@ class DecodeLane(DecodeCohort):
     def others_fit(self, running: list[Seq], budget: int, tokens_for: TokensFor) -> bool:
         """Whether the members and then every other running request (taking
         ``tokens_for(seq, budget left)`` tokens each) fit the token ``budget`` and the free
-        blocks, so that no member can become a victim in this step."""
+        blocks, so that no member can become a victim in this step. Under ``worst_case`` a
+        block must stay free for the last of them too (each needs one free at its turn)."""
         if self.size > budget:
             return False
         budget -= self.size
         need, kv = self.blocks_due(), self.kv
         for seq in running[self.size :]:
             need += kv.blocks_to_allocate(seq, tokens_for(seq, budget))
-        return need <= kv.gpu.free_blocks
+        return need < kv.gpu.free_blocks if self.worst_case else need <= kv.gpu.free_blocks
 
     def complete_step(
         self, now: float, prev_end_s: float | None, stalled: dict[float, int], filled: list[Seq]

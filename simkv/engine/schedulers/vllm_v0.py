@@ -1,16 +1,20 @@
-"""vLLM V0 scheduler, following vLLM 0.6's default ``Scheduler._schedule_default``.
+"""vLLM V0 scheduler, following vLLM 0.6.3's default ``Scheduler._schedule_default``.
 
 Chunked prefill off (the 0.6 default for ordinary context lengths), block manager v2 semantics
-(a decode needs a new block only when its trailing block is full). A step is prefill-only or
+(``core/block_manager_v2.py``, the default of 0.6.3: a decode takes a new block only when its
+trailing block is full, but may run only while one block per sequence is free:
+``can_append_slots`` counts every appended token as touching a block). A step is prefill-only or
 decode-only:
 
 1. If nothing is swapped out, admit waiting requests FCFS as whole prompts while the token budget
    (``max_num_batched_tokens``) and ``max_num_seqs`` allow and the block manager answers OK with
    the watermark kept free. LATER stops admission; NEVER rejects the request (counted, not
    crashed on). A step that admitted any prefill runs only those prefills.
-2. Otherwise decode every running request (one token each), in admission order. When a request
-   cannot get its slot, preempt a victim among those not yet scheduled this step (``newest`` =
-   the most recently admitted, vLLM's choice), or the request itself when it is the last. Mode:
+2. Otherwise decode every running request (one token each), in admission order. While fewer
+   blocks are free than the request has sequences (the worst case above, even when its tokens
+   fit in its own blocks), preempt a victim among those not yet scheduled this step
+   (``newest`` = the most recently admitted, vLLM's choice), or the request itself when it is
+   the last. Mode:
    ``recompute`` (back to the head of the waiting queue), ``swap`` (to the CPU pool; when the
    pool is full the request is aborted with a recorded reason, where vLLM raises), or ``auto``
    (recompute for single-sequence requests, swap for multi-sequence ones).
@@ -58,6 +62,7 @@ class VllmV0Scheduler(SchedulerBase):
 
     supports_forks = True
     uses_lane = True
+    worst_case_decode = True
 
     def __init__(
         self,
@@ -162,29 +167,53 @@ class VllmV0Scheduler(SchedulerBase):
                 return  # every running request is a member
         queue = deque(self.running[start:]) if start else deque(self.running)
         kept: list[Seq] = self.running[:start]
-        fits_in_place = self.kv.decode_fits_in_place
+        fits_in_place, gpu = self.kv.decode_fits_in_place, self.kv.gpu
+        free = gpu.free_blocks  # changes only where a block is taken or a victim freed some
         while queue:
             seq = queue.popleft()
+            group = seq.group
+            single = group is None or not group.tables
+            # vLLM 0.6's can_append_slots: one free block per sequence (worst case)
+            touched = 1 if single else len(group.tables)  # type: ignore[union-attr]
+            if free < touched:
+                room = self._make_room(seq, touched, queue, plan, now)
+                free = gpu.free_blocks
+                if not room:
+                    continue  # seq itself was the victim
             if fits_in_place(seq):  # hot path: a decode into its own trailing block
                 plan.add_decode(seq)
                 kept.append(seq)
                 continue
-            single = seq.group is None or not seq.group.tables
-            allocate = self.kv.allocate_slots if single else self._group_slots
-            while not allocate(seq, 1):
-                victim = pick_victim(queue, self.preemption.victim) if queue else seq
-                if victim is not seq:
-                    queue.remove(victim)
-                self._preempt(victim, plan, now)
-                if victim is seq:
-                    break
-            else:
-                if single:
-                    plan.add_decode(seq)
-                else:
-                    self._add_group_decode(seq, plan)
-                kept.append(seq)
+            self._decode(seq, single, plan)
+            kept.append(seq)
+            free = gpu.free_blocks
         self.running = kept
+
+    def _decode(self, seq: Seq, single: bool, plan: StepPlan) -> None:
+        """Take ``seq``'s decode slots, a block per sequence being free (checked before), and
+        plan its decode; ``single``: not a forked group."""
+        if not (self.kv.allocate_slots(seq, 1) if single else self._group_slots(seq, 1)):
+            raise InvariantViolation(f"{seq}: a free block per sequence, yet no decode slot")
+        if single:
+            plan.add_decode(seq)
+        else:
+            self._add_group_decode(seq, plan)
+
+    def _make_room(
+        self, seq: Seq, touched: int, queue: deque[Seq], plan: StepPlan, now: float
+    ) -> bool:
+        """Preempt victims among the requests not yet scheduled (``queue``), else ``seq``
+        itself, until ``touched`` blocks are free (vLLM 0.6 ``Scheduler._schedule_running``'s
+        loop on ``BlockSpaceManagerV2.can_append_slots``); False when ``seq`` was the victim."""
+        gpu = self.kv.gpu
+        while gpu.free_blocks < touched:
+            victim = pick_victim(queue, self.preemption.victim) if queue else seq
+            if victim is not seq:
+                queue.remove(victim)
+            self._preempt(victim, plan, now)
+            if victim is seq:
+                return False
+        return True
 
     def _group_slots(self, seq: Seq, num_new: int) -> bool:
         """One decode slot for every sequence of a forked group (``num_new`` is 1); False, with
@@ -253,13 +282,7 @@ class VllmV0Scheduler(SchedulerBase):
             plan.swap_in_blocks += blocks
             seq.swapped_bytes += blocks * self.kv.block_bytes
             seq.status = Status.RUNNING
-            single = not groups.is_forked(seq)
-            if not (self.kv.allocate_slots(seq, 1) if single else self._group_slots(seq, 1)):
-                raise InvariantViolation(f"{seq}: swapped in, its decode slot must fit")
-            if single:
-                plan.add_decode(seq)
-            else:
-                self._add_group_decode(seq, plan)
+            self._decode(seq, not groups.is_forked(seq), plan)  # can_swap_in counted its slots
             self.running.append(seq)
         return dropped and not swapped
 
