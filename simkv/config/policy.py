@@ -183,6 +183,33 @@ class VllmV0Config(Frozen):
     watermark: float = Field(0.01, ge=0, lt=1, description="fraction of GPU blocks kept free")
 
 
+def v0_budget(cfg: VllmV0Config, max_model_len: int) -> int:
+    """The prefill token budget of ``cfg``: its ``max_num_batched_tokens``, else vLLM 0.6.3's
+    default without chunked prefill, ``max(max_model_len, 2048)`` (``engine/arg_utils.py``)."""
+    return cfg.max_num_batched_tokens or max(max_model_len, 2048)
+
+
+def v0_budget_problems(cfg: VllmV0Config, max_model_len: int) -> list[str]:
+    """What vLLM 0.6.3 refuses at start-up (``config.py`` ``SchedulerConfig._verify_args``;
+    its default scheduler has no chunked prefill): a budget below ``max_model_len``, a budget
+    below ``max_num_seqs``."""
+    budget, key = v0_budget(cfg, max_model_len), "scheduler.max_num_batched_tokens"
+    if budget < max_model_len:
+        return [
+            f"{key} {budget} is below model.max_model_len {max_model_len}, which vLLM 0.6 "
+            "refuses at start-up (a longer prompt could never run); raise it to "
+            f"{max_model_len} (or leave it unset: it then defaults to max(max_model_len, "
+            "2048)) or lower model.max_model_len"
+        ]
+    if budget < cfg.max_num_seqs:
+        return [
+            f"{key} {budget} is below scheduler.max_num_seqs {cfg.max_num_seqs}, which vLLM "
+            f"refuses at start-up; raise it to at least {cfg.max_num_seqs} or lower "
+            "max_num_seqs"
+        ]
+    return []
+
+
 class StaticConfig(Frozen):
     """Request-level batching: a batch runs until all its requests finish."""
 

@@ -12,7 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from simkv.config.hardware import ModelSpec
-from simkv.config.policy import VllmV1Config, kinds_with, v1_budget_problems
+from simkv.config.policy import (
+    VllmV0Config,
+    VllmV1Config,
+    kinds_with,
+    v0_budget_problems,
+    v1_budget_problems,
+)
 from simkv.config.workload import check_sampling_scheduler
 
 RULE_SECTIONS = ("workload", "model", "parallel", "kv_cache", "scheduler", "preemption")
@@ -59,4 +65,6 @@ def rule_problems(sections: Mapping[str, Any]) -> list[str]:
         problems += tensor_parallel_problems(parallel.tensor_parallel, model)
     if isinstance(sched, VllmV1Config) and model is not None:
         problems += v1_budget_problems(sched, model.max_model_len)
+    if isinstance(sched, VllmV0Config) and model is not None:
+        problems += v0_budget_problems(sched, model.max_model_len)
     return problems

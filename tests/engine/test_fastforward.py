@@ -88,6 +88,8 @@ def test_fast_forward_changes_nothing(
     seed: int, rate: float, blocks: int, block_size: int, caching: str, budget: int,
     out_mean: int, kind: str, victim: str, mode: str, reuse: str | None,
 ) -> None:  # fmt: skip
+    if kind == "vllm_v0":  # vLLM 0.6 refuses a budget below max_model_len (1200 here)
+        budget = max(budget, 1200)
     _assert_same(_config(seed, rate, blocks, block_size, caching, budget, 60, out_mean, kind,
                          victim, mode, reuse))  # fmt: skip
 

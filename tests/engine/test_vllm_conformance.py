@@ -269,14 +269,22 @@ def test_budget_defaults_to_max_model_len_with_chunked_prefill_off(tmp_path: Pat
         ({"kind": "vllm_v1", "max_num_batched_tokens": 8, "max_num_seqs": 9},
          "scheduler.max_num_batched_tokens: 8 is below scheduler.max_num_seqs 9, which vLLM "
          "refuses at start-up; raise it to at least 9"),
+        ({"kind": "vllm_v0", "max_num_batched_tokens": 12},
+         "scheduler.max_num_batched_tokens: 12 is below model.max_model_len 16, which vLLM 0.6 "
+         "refuses at start-up"),
+        ({"kind": "vllm_v0", "max_num_batched_tokens": 16, "max_num_seqs": 17},
+         "scheduler.max_num_batched_tokens: 16 is below scheduler.max_num_seqs 17, which vLLM "
+         "refuses at start-up; raise it to at least 17"),
     ],
 )  # fmt: skip
 def test_budgets_vllm_refuses_are_config_errors(
     tmp_path: Path, scheduler: dict[str, Any], message: str
 ) -> None:
     """vLLM 0.11 ``config/scheduler.py`` ``SchedulerConfig._verify_args`` raises for a budget
-    below ``max_model_len`` with chunked prefill off and for one below ``max_num_seqs``:
-    simkv refuses the same configs, exit 2, ``file:line key: reason; fix``."""
+    below ``max_model_len`` with chunked prefill off and for one below ``max_num_seqs``, and
+    vLLM 0.6.3 ``config.py`` ``SchedulerConfig._verify_args`` the same (its default scheduler,
+    vllm_v0's, has no chunked prefill): simkv refuses the same configs, exit 2,
+    ``file:line key: reason; fix``."""
     config = _write_run(tmp_path, [(0, 4, 1, 0)], scheduler, num_blocks=10, max_model_len=16)
     result = runner.invoke(app, ["run", str(config), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "Traceback" not in result.output

@@ -34,7 +34,7 @@ def test_variants_grid_zip_product_in_nesting_order(tmp_path: Path) -> None:
         "  preemption.mode: [recompute, swap]\n"
         "zip:\n"
         "  scheduler.max_num_seqs: [64, 128]\n"
-        "  scheduler.max_num_batched_tokens: [2048, 4096]\n",
+        "  scheduler.max_num_batched_tokens: [4096, 8192]\n",  # ≥ max_model_len (vLLM 0.6)
     )
     plan = load_sweep(path)
     assert len(plan.runs) == 2 * 4 * 2
@@ -44,17 +44,17 @@ def test_variants_grid_zip_product_in_nesting_order(tmp_path: Path) -> None:
     )  # fmt: skip
     points = [tuple(run.point.values()) for run in plan.runs]
     assert points[:5] == [
-        ("wm1", 8, "recompute", 64, 2048),
-        ("wm1", 8, "recompute", 128, 4096),
-        ("wm1", 8, "swap", 64, 2048),
-        ("wm1", 8, "swap", 128, 4096),
-        ("wm1", 16, "recompute", 64, 2048),
+        ("wm1", 8, "recompute", 64, 4096),
+        ("wm1", 8, "recompute", 128, 8192),
+        ("wm1", 8, "swap", 64, 4096),
+        ("wm1", 8, "swap", 128, 8192),
+        ("wm1", 16, "recompute", 64, 4096),
     ]
-    assert points[-1] == ("wm5", 16, "swap", 128, 4096)
+    assert points[-1] == ("wm5", 16, "swap", 128, 8192)
     last = plan.runs[-1].config
     assert last.scheduler.kind == "vllm_v0"  # override kept under the variant's deep merge
     assert last.scheduler.watermark == 0.05
-    assert (last.scheduler.max_num_seqs, last.scheduler.max_num_batched_tokens) == (128, 4096)
+    assert (last.scheduler.max_num_seqs, last.scheduler.max_num_batched_tokens) == (128, 8192)
     assert (last.kv_cache.block_size, last.preemption.mode) == (16, "swap")
     assert last.workload.path.name == "AzureLLMInferenceTrace_conv.csv"  # the base is kept
 

@@ -37,7 +37,7 @@ from collections import deque
 
 import numpy as np
 
-from simkv.config.policy import PreemptionConfig, VllmV0Config
+from simkv.config.policy import PreemptionConfig, VllmV0Config, v0_budget
 from simkv.config.sim import SimConfig
 from simkv.engine import groups
 from simkv.engine.capacity import KVSizing
@@ -78,7 +78,7 @@ class VllmV0Scheduler(SchedulerBase):
         self.kv: PagedKV = kv
         self.cfg = cfg
         self.preemption = preemption
-        self.max_batched_tokens = cfg.max_num_batched_tokens or max(max_model_len, 2048)
+        self.max_batched_tokens = v0_budget(cfg, max_model_len)
         self.prompt_limit = min(max_model_len, self.max_batched_tokens)
         self.watermark_blocks = int(cfg.watermark * kv.gpu.num_blocks)
         self.swapped: deque[Seq] = deque()
