@@ -9,12 +9,16 @@
    font, neighbouring labels cannot touch; :func:`text_overlaps` checks it (the tests call it
    on every figure, and the browser tests measure the page).
 3. **Zero baselines**: a linear y axis starts at 0 (:func:`tidy_axes`); a log axis does not.
+   An axis whose values span more than :data:`LOG_DECADES` decades is logarithmic, and its
+   label says so (the sweep report's axes, :mod:`simkv.report.sweep_scales`).
 4. **Fixed margins, no layout search**: :func:`place_panels` puts panels in fixed margins (in
    inches) sized for compact labels; legends go in the right margin, so no text moves after
    the data is drawn, and no second drawing pass is needed to lay a figure out.
 5. **No empty panels**: a panel with nothing to show is not drawn; the figure's
    :class:`Drawn` carries one line of text saying so ("no preemptions in this run").
-6. **SLO lines**: :func:`slo_line` draws a configured objective as a dashed vertical line.
+6. **SLO lines**: a configured objective is a dashed red line in :data:`SLO_STYLE`, named in
+   the legend: vertical on a latency axis (:func:`slo_line`), horizontal on a metric-vs-axis
+   chart (:func:`slo_hline`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ LEGEND_MARGIN_IN = 1.75
 CHAR_WIDTH_IN = 0.075
 """Width (inches) of one character of a tick label at the report font size, rounded up."""
 SLO_COLOR = "tab:red"
+SLO_STYLE: dict[str, object] = {"color": SLO_COLOR, "linestyle": "--", "linewidth": 1.0}
+"""How every report draws a service-level objective."""
+LOG_DECADES = 2.0
+"""An axis whose values span more than this many decades (a 2.3e6 ms outlier among hundreds
+of ms) is drawn on a log scale; below that, a linear axis from zero."""
 _SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
@@ -86,7 +95,8 @@ def _short(value: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-_FORMATTER = FuncFormatter(lambda value, _pos: compact_number(value))
+COMPACT = FuncFormatter(lambda value, _pos: compact_number(value))
+"""The tick-label formatter of every report axis (:func:`compact_number`)."""
 
 
 def tidy_axes(ax: Axes, *, log_x: bool = False, zero_y: bool = True) -> None:
@@ -97,7 +107,7 @@ def tidy_axes(ax: Axes, *, log_x: bool = False, zero_y: bool = True) -> None:
         else:
             axis.set_major_locator(MaxNLocator(nbins=MAX_TICKS - 1, steps=[1, 2, 2.5, 5, 10]))
         axis.set_minor_locator(NullLocator())
-        axis.set_major_formatter(_FORMATTER)
+        axis.set_major_formatter(COMPACT)
     if zero_y:
         ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.25)
@@ -150,7 +160,12 @@ def legend_beside(ax: Axes, **kwargs: object) -> None:
 def slo_line(ax: Axes, value_ms: float | None, label: str) -> None:
     """A configured latency objective as a dashed vertical line (nothing when unset)."""
     if value_ms:
-        ax.axvline(value_ms, color=SLO_COLOR, linestyle="--", linewidth=1.0, label=label)
+        ax.axvline(value_ms, label=label, **SLO_STYLE)  # type: ignore[arg-type]
+
+
+def slo_hline(ax: Axes, value_ms: float, label: str) -> None:
+    """A configured latency objective as a dashed horizontal line (a metric-vs-axis chart)."""
+    ax.axhline(value_ms, label=label, **SLO_STYLE)  # type: ignore[arg-type]
 
 
 def text_overlaps(fig: Figure) -> list[tuple[str, str]]:

@@ -10,8 +10,8 @@ Conventions, so that a chart cannot mislead (axes: :mod:`simkv.report.sweep_scal
   y within :data:`COINCIDE` of the axis height) is drawn hollow, shifted by :data:`DODGE` of
   the x span per earlier twin, and its legend entry says ``= <twin>`` (equal values) or
   ``≈ <twin>``;
-* SLO values are horizontal dashed red lines, a rate sweep's knee a vertical dotted line, both
-  named in the legend (never as free text, which could collide);
+* SLO values are the conventions' dashed red lines (horizontal here), a rate sweep's knee a
+  vertical dotted line, both named in the legend (never as free text, which could collide);
 * Pareto points carry their run numbers, placed by :mod:`simkv.report.label_layout` so that no
   two labels overlap.
 """
@@ -29,7 +29,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from simkv.report.conventions import axis_label
+from simkv.report.conventions import COMPACT, LOG_DECADES, axis_label, slo_hline
 from simkv.report.label_layout import place_point_labels
 from simkv.report.sweep_folder import (
     SweepFolder,
@@ -41,10 +41,8 @@ from simkv.report.sweep_folder import (
     run_number,
 )
 from simkv.report.sweep_scales import (
-    LOG_DECADES,
-    PLAIN,
+    compact_log_ticks,
     is_power_of_two_grid,
-    plain_log_ticks,
     scale_y,
     thin_x_labels,
 )
@@ -76,7 +74,6 @@ AXIS_UNITS: dict[str, str] = {
 :func:`simkv.report.conventions.axis_label`); other axes are named by their key alone."""
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 LINESTYLES = ("-", "--", "-.", ":")
-SLO_STYLE = {"color": "tab:red", "linestyle": (0, (5, 3)), "linewidth": 1.0}
 KNEE_STYLE = {"color": "0.25", "linestyle": ":", "linewidth": 1.3}
 LEGEND_KW: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "frameon": False}
 
@@ -172,7 +169,7 @@ def line_figure(
                 linestyle=LINESTYLES[i % len(LINESTYLES)], linewidth=1.3, markersize=5 + rank,
                 markerfacecolor="none" if rank else None, label=shown)  # fmt: skip
     for value in marks.slo:
-        ax.axhline(value, label=f"SLO {value:,g} ms", **SLO_STYLE)
+        slo_hline(ax, value, f"SLO {value:,g} ms")
     for text, at in marks.knees:
         ax.axvline(at, label=text, **KNEE_STYLE)
     ax.grid(True, alpha=0.25)
@@ -223,9 +220,9 @@ def heatmap_figure(sweep: SweepFolder, metric: str, label: str, x: str) -> Figur
     scale = " (log scale)" if isinstance(norm, LogNorm) else ""
     bar = fig.colorbar(image, ax=ax, label=label + scale)
     if isinstance(norm, LogNorm):
-        plain_log_ticks(bar.ax.yaxis)
+        compact_log_ticks(bar.ax.yaxis)
     else:
-        bar.ax.yaxis.set_major_formatter(PLAIN)
+        bar.ax.yaxis.set_major_formatter(COMPACT)
     fig.tight_layout()
     return fig
 
@@ -272,7 +269,7 @@ def pareto_figure(sweep: SweepFolder) -> Pareto:
             linewidth=1.2, drawstyle="steps-post", label="Pareto front")  # fmt: skip
     ax.set_xlabel("p99 TTFT (ms)" + _scale_x_latency(ax, lat))
     ax.set_ylabel("request throughput (req/s)")
-    ax.yaxis.set_major_formatter(PLAIN)
+    ax.yaxis.set_major_formatter(COMPACT)
     top = np.nanmax(thr) if np.isfinite(thr).any() else 1.0
     ax.set_ylim(0, top * 1.12 if top > 0 else 1.0)
     ax.grid(True, alpha=0.25)
@@ -292,8 +289,8 @@ def _scale_x_latency(ax: Axes, lat: np.ndarray) -> str:
     positive = lat[np.isfinite(lat) & (lat > 0)]
     if positive.size > 1 and positive.max() / positive.min() > 10**LOG_DECADES:
         ax.set_xscale("log")
-        plain_log_ticks(ax.xaxis)
+        compact_log_ticks(ax.xaxis)
         return " (log scale)"
     ax.set_xlim(left=0)
-    ax.xaxis.set_major_formatter(PLAIN)
+    ax.xaxis.set_major_formatter(COMPACT)
     return ""

@@ -1,12 +1,13 @@
-"""Axis conventions of the sweep report's figures: zero baselines or log scales, log2 grids,
-plain tick labels, thinned x tick labels.
+"""The sweep report's axes, by the report conventions (:mod:`simkv.report.conventions`):
+zero baselines or log scales, log2 grids, compact tick labels, thinned x tick labels.
 
-* a y axis starts at zero, unless its values span more than :data:`LOG_DECADES` decades: then
-  it is logarithmic (``symlog`` when some values are 0) and its label says so;
+* a y axis starts at zero, unless its values span more than
+  :data:`~simkv.report.conventions.LOG_DECADES` decades: then it is logarithmic (``symlog``
+  when some values are 0) and its label says so;
 * a numeric grid axis whose values are all the smallest times a power of two (block sizes,
   capacities 12/24/48) is drawn on a log2 scale;
-* tick labels are plain numbers (``1,400,000``, ``0.25``): no offset, no exponent, no mathtext
-  (the report draws none);
+* tick labels are the conventions' compact numbers (``1.4M``, ``950``, ``0.25``): no offset,
+  no exponent, no mathtext (the report draws none);
 * an x tick label that would touch the previous one is left blank (the tick stays).
 """
 
@@ -20,11 +21,9 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import NullFormatter
 
-LOG_DECADES = 2.0
-"""Issue 16: an axis whose values span more than two decades (a 2.3e6 ms outlier among
-hundreds of ms) is drawn on a log scale; below that, a linear axis from zero."""
+from simkv.report.conventions import COMPACT, LOG_DECADES
 
 
 def is_power_of_two_grid(values: Sequence[Any]) -> bool:
@@ -39,17 +38,10 @@ def is_power_of_two_grid(values: Sequence[Any]) -> bool:
     return all(abs(r - round(r)) < 1e-9 for r in ratios)
 
 
-def plain_number(value: float, _pos: object = None) -> str:
-    """A tick label without offset or exponent: ``1,400,000``, ``3.5``, ``0.25``."""
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:g}"
-
-
-PLAIN = FuncFormatter(plain_number)
-
-
-def plain_log_ticks(axis: Axis) -> None:
-    """Label a log axis's decades as plain numbers (the report draws no mathtext), no minors."""
-    axis.set_major_formatter(PLAIN)
+def compact_log_ticks(axis: Axis) -> None:
+    """Label a log axis's decades with compact numbers (the report draws no mathtext), no
+    minor labels."""
+    axis.set_major_formatter(COMPACT)
     axis.set_minor_formatter(NullFormatter())
 
 
@@ -62,15 +54,15 @@ def scale_y(ax: Axes, values: np.ndarray) -> str:
         if finite.min() == 0:
             ax.set_yscale("symlog", linthresh=float(positive.min()), linscale=0.5)
             ax.set_ylim(0, positive.max() * 2)
-            plain_log_ticks(ax.yaxis)
+            compact_log_ticks(ax.yaxis)
             return " (symlog scale)"
         ax.set_yscale("log")
-        plain_log_ticks(ax.yaxis)
+        compact_log_ticks(ax.yaxis)
         ax.set_ylim(positive.min() / 1.6, positive.max() * 1.6)
         return " (log scale)"
     top = finite.max() if finite.size else 0.0
     ax.set_ylim(min(0.0, finite.min() if finite.size else 0.0), top * 1.08 if top > 0 else 1.0)
-    ax.yaxis.set_major_formatter(PLAIN)
+    ax.yaxis.set_major_formatter(COMPACT)
     return ""
 
 
