@@ -1,4 +1,5 @@
-"""``simkv capacity``: the highest offered rate a config sustains within its SLOs."""
+"""``simkv capacity``: the highest offered rate a config sustains within its SLOs, or with
+``--at-rate`` the fewest replicas (and with ``--options`` the cheapest fleet) meeting them."""
 
 from __future__ import annotations
 
@@ -45,14 +46,37 @@ def capacity(
         float | None,
         typer.Option(help="Wall-clock limit per run, s; a run past it does not meet.", min=0),
     ] = None,
+    at_rate: Annotated[
+        float | None,
+        typer.Option(help="Instead: the fewest replicas meeting the SLOs at this rate, req/s."),
+    ] = None,
+    count_min: Annotated[int, typer.Option(help="Fewest replicas searched (--at-rate).")] = 1,
+    count_max: Annotated[int, typer.Option(help="Most replicas searched (--at-rate).")] = 64,
+    options: Annotated[
+        Path | None,
+        typer.Option(help="YAML of priced GPU/TP options: the cheapest fleet (--at-rate)."),
+    ] = None,
 ) -> None:
-    """Find the highest offered rate meeting the config's SLOs (p99 of each set objective)."""
+    """Find the highest offered rate meeting the config's SLOs (p99 of each set objective);
+    with --at-rate, the fewest replicas meeting them at that rate; with --options too, the
+    cheapest fleet among the options."""
     from simkv.capacity.run import CapacityOptions, find_capacity
     from simkv.config.sim import load_config
     from simkv.errors import InputError
     from simkv.report.sweep_report import write_sweep_report
 
+    if at_rate is not None:
+        from simkv.capacity.replicas import CountOptions
+        from simkv.cli.fleet_capacity import fleet_capacity
+
+        counts = CountOptions(at_rate, count_min, count_max, per_round, min_good,
+                              executor.value, jobs, ray_address, run_timeout or None)  # fmt: skip
+        fleet_capacity(ctx, config, set_ or [], counts, options, out)
+        return
     with input_errors(ctx):
+        if options is not None:
+            raise InputError("compares fleets at a target rate: give --at-rate too",
+                             field="--options")  # fmt: skip
         if min_good is not None and not 0 < min_good <= 1:
             raise InputError(f"expected a share in (0, 1], got {min_good:g}", field="--min-good")
         name = load_config(config, set_ or []).name
