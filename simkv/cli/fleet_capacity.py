@@ -44,16 +44,24 @@ def fleet_capacity(
             )
             raise typer.Exit(code=130) from None
         reports = [write_sweep_report(f.out_dir) for f in found]
+    _print_found(found, opts, options is not None, out_dir, reports)
+
+
+def _print_found(
+    found: list[CountFound], opts: CountOptions, compared: bool, out_dir: Path,
+    reports: list[Path],
+) -> None:  # fmt: skip
+    """The simulations run, the answer (the options table when ``compared``), the files."""
     simulated = sum(len(f.search.judged) for f in found)
     rounds = sum(f.search.rounds for f in found)
     typer.echo(
         f"{simulated} simulations in {rounds} rounds ({sum(f.simulated for f in found)} run "
         f"now, {sum(f.reused for f in found)} reused from {out_dir})"
     )
-    if options is None:
-        typer.echo("answer: " + count_answer(found[0], opts))
-    else:
+    if compared:
         _print_options(found, opts)
+    else:
+        typer.echo("answer: " + count_answer(found[0], opts))
     typer.echo(f"wrote {out_dir / 'capacity.json'}")
     for report in reports:
         typer.echo(f"wrote {report}")
