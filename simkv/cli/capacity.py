@@ -65,6 +65,8 @@ def capacity(
     from simkv.errors import InputError
     from simkv.report.sweep_report import write_sweep_report
 
+    with input_errors(ctx):
+        _check_mode(ctx, at_rate is not None)
     if at_rate is not None:
         from simkv.capacity.replicas import CountOptions
         from simkv.cli.fleet_capacity import fleet_capacity
@@ -74,9 +76,6 @@ def capacity(
         fleet_capacity(ctx, config, set_ or [], counts, options, out)
         return
     with input_errors(ctx):
-        if options is not None:
-            raise InputError("compares fleets at a target rate: give --at-rate too",
-                             field="--options")  # fmt: skip
         if min_good is not None and not 0 < min_good <= 1:
             raise InputError(f"expected a share in (0, 1], got {min_good:g}", field="--min-good")
         name = load_config(config, set_ or []).name
@@ -113,6 +112,26 @@ def capacity(
         typer.echo(f"answer: {axis}={result.answer:g} req/s meets the SLOs{above}")
     typer.echo(f"wrote {out_dir / 'capacity.json'}")
     typer.echo(f"wrote {report}")
+
+
+RATE_ONLY = ("rate_min", "rate_max", "tolerance")
+"""Options of the rate search alone."""
+COUNT_ONLY = ("count_min", "count_max", "options")
+"""Options of the replica-count search (``--at-rate``) alone."""
+
+
+def _check_mode(ctx: typer.Context, counting: bool) -> None:
+    """:class:`InputError` for an option given on the command line that the chosen search
+    would ignore (a rate bound with ``--at-rate``, a count bound or options without it)."""
+    from simkv.errors import InputError
+
+    for name in COUNT_ONLY if not counting else RATE_ONLY:
+        source = ctx.get_parameter_source(name)  # typer's click, compared by name
+        if source is not None and source.name == "COMMANDLINE":
+            flag = "--" + name.replace("_", "-")
+            need = ("searches rates, not replica counts: drop it with --at-rate" if counting
+                    else "belongs to the replica-count search: give --at-rate too")  # fmt: skip
+            raise InputError(need, field=flag)
 
 
 def _print_round(rates: list[float]) -> None:
