@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from simkv.capacity.search import SearchError, SearchResult, check_parameters, search
 from simkv.config.sim import SimConfig, dump_resolved, load_config
@@ -42,6 +42,21 @@ from simkv.sweep.spec import PlannedRun, SweepPlan, SweepSpec
 
 CAPACITY_FILE = "capacity.json"
 RoundFn = Callable[[list[float]], None]
+
+
+class Execution(Protocol):
+    """Where a search's runs execute, and the floor on the share of good requests."""
+
+    @property
+    def min_good_fraction(self) -> float | None: ...
+    @property
+    def executor(self) -> str: ...
+    @property
+    def jobs(self) -> int | None: ...
+    @property
+    def ray_address(self) -> str | None: ...
+    @property
+    def run_timeout_s(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -88,13 +103,15 @@ def rate_axis(cfg: SimConfig) -> str:
     raise InputError(f"a {workload.kind} workload has no arrival rate to scale", field="workload")
 
 
-class _Runs:
-    """Plans, executes and judges the runs of one search (one folder)."""
+class SearchRuns:
+    """Plans, executes and judges the runs of one search (one folder) over one config key
+    (``axis``: a rate or a replica count); ``sets`` are the ``--set`` items of every run."""
 
-    def __init__(self, config: Path, sets: list[str], out: Path, opts: CapacityOptions) -> None:
-        self.config, self.sets, self.out, self.opts = config, sets, out, opts
+    def __init__(
+        self, config: Path, sets: list[str], out: Path, opts: Execution, axis: str
+    ) -> None:
+        self.config, self.sets, self.out, self.opts, self.axis = config, sets, out, opts, axis
         self.base = load_config(config, sets)
-        self.axis = rate_axis(self.base)
         if not slo_set(self.base.slo):
             raise InputError(
                 "capacity needs an objective: set slo.ttft_ms, slo.tpot_ms or slo.e2el_ms "
@@ -108,19 +125,20 @@ class _Runs:
         self.hashes: dict[str, str] = {}
         self.simulated = self.reused = 0
 
-    def plan(self, rate: float) -> PlannedRun:
-        cfg = load_config(self.config, [*self.sets, f"{self.axis}={rate!r}"])
+    def plan(self, value: float) -> PlannedRun:
+        cfg = load_config(self.config, [*self.sets, f"{self.axis}={value!r}"])
         text = dump_resolved(cfg)
         digest = run_digest(cfg, text, self.config.parent, self.hashes)
-        point = {self.axis: rate}
+        point = {self.axis: value}
         return PlannedRun(f"{slug(point)}-{digest[:12]}", point, cfg, text, digest)
 
-    def judge(self, rates: list[float]) -> dict[float, bool]:
-        """Run (or reuse) each rate's simulation; whether each meets."""
+    def judge(self, values: list[Any]) -> dict[Any, bool]:
+        """Run (or reuse) each value's simulation; whether each meets."""
         runs_dir = self.out / "runs"
+        runs_dir.mkdir(parents=True, exist_ok=True)
         tasks = []
-        for rate in rates:
-            run = self.planned[rate] = self.plan(rate)
+        for value in values:
+            run = self.planned[value] = self.plan(value)
             if is_done(runs_dir / run.run_id, run.digest):
                 self.reused += 1
                 continue
@@ -133,55 +151,67 @@ class _Runs:
             self.simulated += 1
             if record.status == STATUS_FAILED:
                 self.errors[record.run_id] = record.error or "failed"
-        return {rate: self.meets(self.planned[rate]) for rate in rates}
+        return {value: self.meets(self.planned[value]) for value in values}
 
     def meets(self, run: PlannedRun) -> bool:
         if run.run_id in self.errors:
             return False
-        summary = read_summary(self.out / "runs" / run.run_id) or {}
+        summary = self.summary(run)
         if not meets_slos(summary, run.config.slo):
             return False
         floor = self.opts.min_good_fraction
         share = good_fraction(summary)
         return floor is None or (share is not None and share >= floor)
 
-    def write(self, result: SearchResult) -> None:
-        """sweep.json, sweep.parquet (runs by increasing rate) and capacity.json."""
-        runs = [self.planned[r] for r in sorted(self.planned)]
-        spec = SweepSpec.model_validate({"name": self.out.name, "base": str(self.config)})
-        plan = SweepPlan(spec, self.config, self.config.parent, (self.axis,), tuple(runs))
-        _write_json(self.out / "sweep.json", {"name": spec.name, "axes": [self.axis],
-                                               "runs": [r.run_id for r in runs]})  # fmt: skip
-        table = sweep_table(plan, self.out / "runs", self.errors)
-        with (self.out / "sweep.parquet").open("wb") as handle:
-            table.to_parquet(handle, index=False)
-        _write_json(self.out / CAPACITY_FILE, self.answer(result))
+    def summary(self, run: PlannedRun) -> dict[str, Any]:
+        """The run's ``summary.json`` (empty when it has none)."""
+        return read_summary(self.out / "runs" / run.run_id) or {}
 
-    def answer(self, result: SearchResult) -> dict[str, Any]:
-        judged = []
-        for rate, ok in result.judged:
-            run = self.planned[rate]
-            summary = read_summary(self.out / "runs" / run.run_id) or {}
-            judged.append({
-                "rate": rate, "run_id": run.run_id, "meets": ok,
+    def judged_rows(self, judged: tuple[tuple[Any, bool], ...], key: str) -> list[dict[str, Any]]:
+        """One row per judged value (``key``: its name): run, verdict, error and p99s."""
+        rows = []
+        for value, ok in judged:
+            run = self.planned[value]
+            summary = self.summary(run)
+            rows.append({
+                key: value, "run_id": run.run_id, "meets": ok,
                 "error": self.errors.get(run.run_id),
                 "p99_ttft_ms": summary.get("p99_ttft_ms"),
                 "p99_tpot_ms": summary.get("p99_tpot_ms"),
                 "good_fraction": good_fraction(summary),
+                "request_throughput": summary.get("request_throughput"),
             })  # fmt: skip
-        bracket = result.bracket
-        return {
-            "config": str(self.config), "set": self.sets, "axis": self.axis,
-            "slo": self.base.slo.model_dump(), "min_good_fraction": self.opts.min_good_fraction,
-            "rate_min": self.opts.rate_min, "rate_max": self.opts.rate_max,
-            "tolerance": self.opts.tolerance, "per_round": self.opts.per_round,
-            "outcome": result.outcome, "answer_rate": result.answer,
-            "bracket": None if bracket is None else [bracket.meets, bracket.fails],
-            "rounds": result.rounds, "simulations": len(result.judged), "judged": judged,
-        }  # fmt: skip
+        return rows
+
+    def write(self, answer: dict[str, Any]) -> None:
+        """sweep.json, sweep.parquet (runs by increasing axis value) and capacity.json."""
+        runs = [self.planned[v] for v in sorted(self.planned)]
+        spec = SweepSpec.model_validate({"name": self.out.name, "base": str(self.config)})
+        plan = SweepPlan(spec, self.config, self.config.parent, (self.axis,), tuple(runs))
+        write_json(self.out / "sweep.json", {"name": spec.name, "axes": [self.axis],
+                                              "runs": [r.run_id for r in runs]})  # fmt: skip
+        table = sweep_table(plan, self.out / "runs", self.errors)
+        with (self.out / "sweep.parquet").open("wb") as handle:
+            table.to_parquet(handle, index=False)
+        write_json(self.out / CAPACITY_FILE, answer)
 
 
-def _write_json(path: Path, data: Any) -> None:
+def rate_answer(runs: SearchRuns, result: SearchResult, opts: CapacityOptions) -> dict[str, Any]:
+    """capacity.json of a rate search."""
+    bracket = result.bracket
+    return {
+        "search": "rate", "config": str(runs.config), "set": runs.sets, "axis": runs.axis,
+        "slo": runs.base.slo.model_dump(), "min_good_fraction": opts.min_good_fraction,
+        "rate_min": opts.rate_min, "rate_max": opts.rate_max,
+        "tolerance": opts.tolerance, "per_round": opts.per_round,
+        "outcome": result.outcome, "answer_rate": result.answer,
+        "bracket": None if bracket is None else [bracket.meets, bracket.fails],
+        "rounds": result.rounds, "simulations": len(result.judged),
+        "judged": runs.judged_rows(result.judged, "rate"),
+    }  # fmt: skip
+
+
+def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
@@ -198,8 +228,7 @@ def find_capacity(
         check_parameters(opts.rate_min, opts.rate_max, opts.tolerance, opts.per_round)
     except SearchError as err:
         raise InputError(str(err), field="--rate-min/--rate-max/--tolerance") from None
-    runs = _Runs(config, sets, out, opts)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
+    runs = SearchRuns(config, sets, out, opts, rate_axis(load_config(config, sets)))
 
     def judge(rates: list[float]) -> dict[float, bool]:
         if on_round is not None:
@@ -208,5 +237,5 @@ def find_capacity(
 
     result = search(judge, opts.rate_min, opts.rate_max,
                     tolerance=opts.tolerance, per_round=opts.per_round)  # fmt: skip
-    runs.write(result)
+    runs.write(rate_answer(runs, result, opts))
     return CapacityResult(result, out, runs.axis, runs.simulated, runs.reused)

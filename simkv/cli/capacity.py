@@ -1,4 +1,5 @@
-"""``simkv capacity``: the highest offered rate a config sustains within its SLOs."""
+"""``simkv capacity``: the highest offered rate a config sustains within its SLOs, or with
+``--at-rate`` the fewest replicas (and with ``--options`` the cheapest fleet) meeting them."""
 
 from __future__ import annotations
 
@@ -45,13 +46,35 @@ def capacity(
         float | None,
         typer.Option(help="Wall-clock limit per run, s; a run past it does not meet.", min=0),
     ] = None,
+    at_rate: Annotated[
+        float | None,
+        typer.Option(help="Instead: the fewest replicas meeting the SLOs at this rate, req/s."),
+    ] = None,
+    count_min: Annotated[int, typer.Option(help="Fewest replicas searched (--at-rate).")] = 1,
+    count_max: Annotated[int, typer.Option(help="Most replicas searched (--at-rate).")] = 64,
+    options: Annotated[
+        Path | None,
+        typer.Option(help="YAML of priced GPU/TP options: the cheapest fleet (--at-rate)."),
+    ] = None,
 ) -> None:
-    """Find the highest offered rate meeting the config's SLOs (p99 of each set objective)."""
+    """Find the highest offered rate meeting the config's SLOs (p99 of each set objective);
+    with --at-rate, the fewest replicas meeting them at that rate; with --options too, the
+    cheapest fleet among the options."""
     from simkv.capacity.run import CapacityOptions, find_capacity
     from simkv.config.sim import load_config
     from simkv.errors import InputError
     from simkv.report.sweep_report import write_sweep_report
 
+    with input_errors(ctx):
+        _check_mode(ctx, at_rate is not None)
+    if at_rate is not None:
+        from simkv.capacity.replicas import CountOptions
+        from simkv.cli.fleet_capacity import fleet_capacity
+
+        counts = CountOptions(at_rate, count_min, count_max, per_round, min_good,
+                              executor.value, jobs, ray_address, run_timeout or None)  # fmt: skip
+        fleet_capacity(ctx, config, set_ or [], counts, options, out)
+        return
     with input_errors(ctx):
         if min_good is not None and not 0 < min_good <= 1:
             raise InputError(f"expected a share in (0, 1], got {min_good:g}", field="--min-good")
@@ -89,6 +112,26 @@ def capacity(
         typer.echo(f"answer: {axis}={result.answer:g} req/s meets the SLOs{above}")
     typer.echo(f"wrote {out_dir / 'capacity.json'}")
     typer.echo(f"wrote {report}")
+
+
+RATE_ONLY = ("rate_min", "rate_max", "tolerance")
+"""Options of the rate search alone."""
+COUNT_ONLY = ("count_min", "count_max", "options")
+"""Options of the replica-count search (``--at-rate``) alone."""
+
+
+def _check_mode(ctx: typer.Context, counting: bool) -> None:
+    """:class:`InputError` for an option given on the command line that the chosen search
+    would ignore (a rate bound with ``--at-rate``, a count bound or options without it)."""
+    from simkv.errors import InputError
+
+    for name in COUNT_ONLY if not counting else RATE_ONLY:
+        source = ctx.get_parameter_source(name)  # typer's click, compared by name
+        if source is not None and source.name == "COMMANDLINE":
+            flag = "--" + name.replace("_", "-")
+            need = ("searches rates, not replica counts: drop it with --at-rate" if counting
+                    else "belongs to the replica-count search: give --at-rate too")  # fmt: skip
+            raise InputError(need, field=flag)
 
 
 def _print_round(rates: list[float]) -> None:

@@ -45,19 +45,38 @@ def _default_section(key: str) -> dict[str, Any]:
 
 def parent_of(data: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     """The mapping that holds ``keys[-1]``, made along the way: a top-level section the
-    document leaves out starts from its default, a preset name becomes ``{preset: name}``."""
-    node = data
+    document leaves out starts from its default, a preset name becomes ``{preset: name}``, and
+    a number indexes an existing list (``fleet.replicas.0.count``: the first group's count)."""
+    node: Any = data
     for depth, key in enumerate(keys[:-1]):
+        if isinstance(node, list):
+            node = _list_item(node, key, keys[: depth + 1])
+            continue
         if depth == 0 and key not in node:
             node[key] = _default_section(key)
         child = node.get(key)
         if isinstance(child, str):  # e.g. model: llama-2-7b  →  {preset: llama-2-7b}
             child = {"preset": child}
-        if not isinstance(child, dict):
+        indexed = isinstance(child, list) and keys[depth + 1].isdigit()
+        if not (isinstance(child, dict) or indexed):
             child = {}
         node[key] = child
         node = child
+    if isinstance(node, list):
+        raise InputError(f"{'.'.join(keys)}: set the list item's keys one by one "
+                         f"({'.'.join(keys)}.KEY=value)", file="--set")  # fmt: skip
     return node
+
+
+def _list_item(items: list[Any], key: str, path: list[str]) -> dict[str, Any]:
+    """``items[int(key)]`` as a mapping to set keys in; :class:`InputError` past the end."""
+    index = int(key)
+    if index >= len(items):
+        raise InputError(f"{'.'.join(path)}: the list has {len(items)} items", file="--set")
+    if not isinstance(items[index], dict):
+        items[index] = {}
+    item: dict[str, Any] = items[index]
+    return item
 
 
 def is_set(data: Any, keys: list[str]) -> bool:
@@ -91,6 +110,10 @@ def apply_overrides_all(doc: YamlDoc, overrides: list[str]) -> list[InputError]:
             errors.append(err)
             continue
         if isinstance(doc.data, dict):
-            parent_of(doc.data, keys)[keys[-1]] = value
-            doc.set_paths.add(tuple(keys))
+            try:
+                parent_of(doc.data, keys)[keys[-1]] = value
+            except InputError as err:
+                errors.append(err)
+                continue
+            doc.set_paths.add(tuple(int(k) if k.isdigit() else k for k in keys))
     return errors

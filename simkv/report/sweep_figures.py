@@ -69,6 +69,7 @@ AXIS_UNITS: dict[str, str] = {
     "scheduler.max_num_batched_tokens": "tokens",
     "scheduler.long_prefill_token_threshold": "tokens",
     "parallel.tensor_parallel": "GPUs",
+    "fleet.replicas.0.count": "replicas",
 }
 """Units of the sweep axes users vary most (the figure convention: every axis names its unit,
 :func:`simkv.report.conventions.axis_label`); other axes are named by their key alone."""

@@ -12,7 +12,6 @@ renders to the same bytes and the page references nothing outside itself.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import matplotlib as mpl
 
 from simkv.report import figures as fg
 from simkv.report import sweep_summary as sm
+from simkv.report.capacity_summary import capacity_lines
 from simkv.report.run_report import REPORT_FILE, FigureBlock, figure_block, report_environment
 from simkv.report.sweep_figures import (
     LATENCY,
@@ -220,24 +220,6 @@ def slo_text(sweep: SweepFolder) -> str:
         if values:
             parts.append(f"{shown} ≤ " + " / ".join(f"{v:,g}" for v in values) + " ms")
     return ", ".join(parts)
-
-
-def capacity_lines(sweep_dir: Path) -> list[str]:
-    """The answer of a capacity search (``simkv capacity``) whose folder this is, else none."""
-    try:
-        found = json.loads((sweep_dir / "capacity.json").read_text(encoding="utf-8"))
-        outcome, axis, rate = found["outcome"], found["axis"], found["answer_rate"]
-        count, tolerance, bracket = found["simulations"], found["tolerance"], found["bracket"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    searched = f"{count} simulations, tolerance {100 * tolerance:g} %"
-    if outcome == "found" and bracket:
-        return [f"Capacity: the highest {axis} meeting the SLOs is {rate:g} req/s "
-                f"({bracket[1]:g} req/s does not; {searched})."]  # fmt: skip
-    if outcome == "all_meet":
-        return [f"Capacity: every {axis} searched meets the SLOs, up to {rate:g} req/s "
-                f"({searched})."]  # fmt: skip
-    return [f"Capacity: no {axis} searched meets the SLOs ({searched})."]
 
 
 def render_sweep_report(sweep_dir: Path) -> str:

@@ -113,3 +113,23 @@ def test_validate_sizes_every_group_and_blames_a_groups_own_section(tmp_path: Pa
     assert f"{path}:9 fleet.replicas.1.kv_cache: replica group 1: the KV cache holds 32 " in (
         result.output
     )
+
+
+def test_set_indexes_a_replica_group(tmp_path: Path) -> None:
+    """``--set fleet.replicas.1.count=3`` sets the second group's count; an index past the end
+    and a whole list item are one line blamed on ``--set``."""
+    fleet = "fleet: {replicas: [{count: 1}, {count: 2, gpu: h100-80gb}]}\n"
+    path = tmp_path / "f.yaml"
+    path.write_text(BASE + fleet)
+    cfg = load_config(path, ["fleet.replicas.1.count=3"])
+    assert [g.count for g in cfg.fleet.replicas] == [1, 3]  # type: ignore[union-attr]
+    assert cfg.fleet.replicas[1].gpu is not None  # type: ignore[union-attr]
+    with pytest.raises(InputError, match=r"fleet\.replicas\.2: the list has 2 items") as err:
+        load_config(path, ["fleet.replicas.2.count=3"])
+    assert err.value.file == "--set"
+    with pytest.raises(InputError, match="set the list item's keys one by one"):
+        load_config(path, ["fleet.replicas.0={count: 4}"])
+    # a count that breaks the model is blamed on --set, not on the file
+    with pytest.raises(InputError) as err:
+        load_config(path, ["fleet.replicas.0.count=0"])
+    assert err.value.format().startswith("--set")

@@ -2,11 +2,12 @@
 
 Each sweep file under ``configs/sweeps/`` is run shrunk (its own axes, a few dozen requests
 per run: :data:`SHRINK`), and a capacity search's folder (``simkv capacity`` on the quickstart,
-shrunk) too; each report is opened in one browser session. On every page: no two
-text boxes of one SVG overlap (matplotlib writes each text as a ``<g id="…text_N">`` group of
-glyph paths, preceded by a comment holding the text; plain ``<text>`` elements count too),
-every text box lies inside its SVG, the document is no wider than the window and every table's
-box lies inside the page; no console error or network request.
+shrunk) and an option's replica-count folder (``--at-rate --options``) too; each report is
+opened in one browser session. On every page: no two text boxes of one SVG overlap (matplotlib
+writes each text as a ``<g id="…text_N">`` group of glyph paths, preceded by a comment holding
+the text; plain ``<text>`` elements count too), every text box lies inside its SVG, the
+document is no wider than the window and every table's box lies inside the page; no console
+error or network request.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from typing import Any
 import pytest
 import yaml
 
+from simkv.capacity.replicas import CountOptions, find_cheapest
 from simkv.capacity.run import CapacityOptions, find_capacity
+from simkv.config.fleet_options import FleetOptions
 from simkv.report.sweep_report import write_sweep_report
 from simkv.sweep.run import run_sweep
 from tests.conftest import ROOT
 from tests.report.chromium import chromium_tab, page_problems, require_chromium
 
 SWEEPS = sorted((ROOT / "configs" / "sweeps").glob("*.yaml"))
-PAGES = [*(sweep.stem for sweep in SWEEPS), "capacity"]
+PAGES = [*(sweep.stem for sweep in SWEEPS), "capacity", "fleets"]
 SHRINK = ("workload.limit=24",)
 """Overrides appended to every shipped sweep: enough requests for every chart, cheap runs."""
 TOLERANCE_PX = 0.5
@@ -81,6 +84,18 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
         CapacityOptions(0.5, 16.0, tolerance=0.2),
     )
     pages["capacity"] = write_sweep_report(capacity.out_dir)  # fmt: skip
+    options = FleetOptions.model_validate({"options": [
+        {"name": "a100", "price_per_gpu_hour": 2.0, "set": ["gpu=a100-80gb"]},
+        {"name": "h100", "price_per_gpu_hour": 3.5, "set": ["gpu=h100-80gb"]},
+    ]})  # fmt: skip
+    fleets = find_cheapest(
+        ROOT / "configs" / "quickstart.yaml",
+        ["workload.limit=200"],
+        work / "fleets",
+        CountOptions(16.0, count_max=8),
+        options,
+    )
+    pages["fleets"] = write_sweep_report(fleets[0].out_dir)  # an option's count search
     out = {}
     with chromium_tab(work / "profile", TIMEOUT_S) as tab:
         for stem, page in pages.items():

@@ -1,0 +1,197 @@
+"""``simkv capacity --at-rate R``: the fewest replicas meeting the SLOs at offered rate ``R``,
+and with ``--options``, the cheapest fleet among priced GPU/TP options.
+
+The replica count of a one-group fleet is the one axis (:data:`COUNT_AXIS`); a config without
+``fleet:`` is one replica of its own engine, so its runs gain ``fleet.replicas=[{count: n}]``
+(a one-replica fleet gives exactly the single engine's frames). A fleet of several groups is
+refused: scaling one group, or all of them in proportion, changes the fleet's mix, a choice
+the user makes by writing the fleet. Every run also sets the config's rate axis
+(:func:`simkv.capacity.run.rate_axis`) to ``R``. Runs execute, resume and are judged as a rate
+search's (:class:`simkv.capacity.run.SearchRuns`); the folder is a sweep folder over the count
+axis plus ``capacity.json``.
+
+With options (:mod:`simkv.config.fleet_options`), each option's search has its own such
+folder ``<out>/<option name>/``; ``<out>/capacity.json`` holds one row per option (replicas,
+GPUs, cost per hour, throughput, p99 latencies), the cheapest and the Pareto front
+(:mod:`simkv.capacity.options`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simkv.capacity.count import CountResult, check_count_parameters, search_count
+from simkv.capacity.options import OptionRow, cheapest, pareto
+from simkv.capacity.run import CAPACITY_FILE, SearchRuns, rate_axis, write_json
+from simkv.capacity.search import SearchError
+from simkv.config.fleet import ENGINE_SECTIONS
+from simkv.config.fleet_options import FleetOption, FleetOptions
+from simkv.config.sim import SimConfig, load_config
+from simkv.errors import InputError
+
+COUNT_AXIS = "fleet.replicas.0.count"
+"""The key a count search varies: the replica count of the fleet's only group."""
+CountRoundFn = Callable[[str, list[int]], None]
+"""Called before each round's runs with the option's name ("" without options) and counts."""
+
+
+@dataclass(frozen=True)
+class CountOptions:
+    """How to search: the target rate (requests/s), the count bounds, counts per round, the
+    optional floor on the share of good requests, and where runs execute."""
+
+    at_rate: float
+    count_min: int = 1
+    count_max: int = 64
+    per_round: int = 1
+    min_good_fraction: float | None = None
+    executor: str = "serial"
+    jobs: int | None = None
+    ray_address: str | None = None
+    run_timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class CountFound:
+    """A finished count search: its result, the folder, the simulations it ran now and its
+    row (price and GPUs per replica; price 0 without options)."""
+
+    search: CountResult
+    out_dir: Path
+    simulated: int
+    reused: int
+    row: OptionRow
+
+
+def count_sets(config: Path, sets: list[str], at_rate: float) -> list[str]:
+    """The ``--set`` items of every run of a count search over ``config`` (``sets`` first,
+    then a one-group fleet where there is none, then the target rate)."""
+    cfg = load_config(config, sets)
+    fleet: list[str] = []
+    if cfg.fleet is None:
+        fleet = ["fleet.replicas=[{count: 1}]"]
+    elif len(cfg.fleet.replicas) > 1:
+        raise InputError(
+            f"the replica-count search scales a fleet of one group; this fleet has "
+            f"{len(cfg.fleet.replicas)}: give one group (its count is searched) or none",
+            file=config,
+            field="fleet.replicas",
+        )
+    return [*sets, *fleet, f"{rate_axis(cfg)}={at_rate!r}"]
+
+
+def check_option(config: Path, cfg: SimConfig, option: FleetOption) -> None:
+    """:class:`InputError` when an option sets a top-level engine section that the fleet's
+    group replaces (the option would change nothing)."""
+    if cfg.fleet is None:
+        return
+    group = cfg.fleet.replicas[0]
+    for item in option.set:
+        section = item.partition("=")[0].split(".")[0]
+        if section in ENGINE_SECTIONS and getattr(group, section) is not None:
+            raise InputError(
+                f"option {option.name}: {item} sets the top-level {section}, which the "
+                f"fleet's group replaces; set fleet.replicas.0.{section}… instead",
+                file=config,
+                field=f"fleet.replicas.0.{section}",
+            )
+
+
+def find_min_count(
+    config: Path, sets: list[str], out: Path, opts: CountOptions,
+    on_round: CountRoundFn | None = None, option: FleetOption | None = None,
+) -> CountFound:  # fmt: skip
+    """Search the fewest replicas of ``config`` (with ``option``'s items) meeting its SLOs at
+    ``opts.at_rate``; write the folder ``out``. Bad input raises :class:`InputError` before
+    anything runs."""
+    try:
+        check_count_parameters(opts.count_min, opts.count_max, opts.per_round)
+    except SearchError as err:
+        raise InputError(str(err), field="--count-min/--count-max/--per-round") from None
+    if not 0 < opts.at_rate <= 1e9:
+        raise InputError(f"expected a rate > 0 req/s, got {opts.at_rate:g}", field="--at-rate")
+    items = [*sets, *(option.set if option else [])]
+    runs = SearchRuns(config, count_sets(config, items, opts.at_rate), out, opts, COUNT_AXIS)
+    name = option.name if option else ""
+
+    def judge(counts: list[int]) -> dict[int, bool]:
+        if on_round is not None:
+            on_round(name, counts)
+        return runs.judge(counts)
+
+    result = search_count(judge, opts.count_min, opts.count_max, per_round=opts.per_round)
+    row = _row(runs, result, option)
+    runs.write(_count_answer(runs, result, opts, row))
+    return CountFound(result, out, runs.simulated, runs.reused, row)
+
+
+def _row(runs: SearchRuns, result: CountResult, option: FleetOption | None) -> OptionRow:
+    """The option's row: its answer run's figures (none when no count meets)."""
+    tp = runs.base.group_configs()[0].parallel.tensor_parallel
+    price = option.price_per_gpu_hour if option else 0.0
+    name = option.name if option else runs.config.stem
+    if result.answer is None:
+        return OptionRow(name, price, tp, None)
+    summary = runs.summary(runs.planned[result.answer])
+    return OptionRow(name, price, tp, result.answer, summary.get("request_throughput"),
+                     summary.get("p99_ttft_ms"), summary.get("p99_tpot_ms"))  # fmt: skip
+
+
+def _count_answer(
+    runs: SearchRuns, result: CountResult, opts: CountOptions, row: OptionRow
+) -> dict[str, Any]:
+    """capacity.json of a count search."""
+    bracket = result.bracket
+    return {
+        "search": "replicas", "config": str(runs.config), "set": runs.sets, "axis": runs.axis,
+        "slo": runs.base.slo.model_dump(), "min_good_fraction": opts.min_good_fraction,
+        "at_rate": opts.at_rate, "count_min": opts.count_min, "count_max": opts.count_max,
+        "per_round": opts.per_round, "outcome": result.outcome,
+        "answer_replicas": result.answer, "tensor_parallel": row.tensor_parallel,
+        "answer_gpus": row.gpus,
+        "bracket": None if bracket is None else [bracket.fails, bracket.meets],
+        "rounds": result.rounds, "simulations": len(result.judged),
+        "judged": runs.judged_rows(result.judged, "replicas"),
+    }  # fmt: skip
+
+
+def find_cheapest(
+    config: Path, sets: list[str], out: Path, opts: CountOptions, options: FleetOptions,
+    on_round: CountRoundFn | None = None,
+) -> list[CountFound]:  # fmt: skip
+    """Each option's count search in ``out/<name>/``, then ``out/capacity.json`` with the
+    rows, the cheapest and the Pareto front (see the module docstring)."""
+    base = load_config(config, sets)
+    for option in options.options:
+        check_option(config, base, option)
+        count_sets(config, [*sets, *option.set], opts.at_rate)  # bad input before any run
+    found = [find_min_count(config, sets, out / option.name, opts, on_round, option)
+             for option in options.options]  # fmt: skip
+    write_json(out / CAPACITY_FILE, fleets_answer(config, sets, opts, found))
+    return found
+
+
+def fleets_answer(
+    config: Path, sets: list[str], opts: CountOptions, found: list[CountFound]
+) -> dict[str, Any]:
+    """capacity.json of a search among options."""
+    rows = [f.row for f in found]
+    best, front = cheapest(rows), pareto(rows)
+    return {
+        "search": "fleets", "config": str(config), "set": sets, "at_rate": opts.at_rate,
+        "count_min": opts.count_min, "count_max": opts.count_max,
+        "cheapest": None if best is None else best.name,
+        "simulations": sum(len(f.search.judged) for f in found),
+        "options": [{
+            "name": row.name, "outcome": f.search.outcome, "replicas": row.replicas,
+            "tensor_parallel": row.tensor_parallel, "gpus": row.gpus,
+            "price_per_gpu_hour": row.price_per_gpu_hour, "cost_per_hour": row.cost_per_hour,
+            "request_throughput": row.request_throughput, "p99_ttft_ms": row.p99_ttft_ms,
+            "p99_tpot_ms": row.p99_tpot_ms, "pareto": on_front,
+            "cheapest": best is not None and row.name == best.name,
+            "folder": f.out_dir.name,
+        } for f, row, on_front in zip(found, rows, front, strict=True)],
+    }  # fmt: skip

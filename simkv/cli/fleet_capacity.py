@@ -1,0 +1,122 @@
+"""``simkv capacity --at-rate R [--options FILE]``: the fewest replicas meeting the SLOs at a
+target rate, and the cheapest fleet among priced options (printing only; the searches are
+:mod:`simkv.capacity.replicas`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from simkv.capacity.replicas import CountFound, CountOptions
+from simkv.cli.common import input_errors, output_folder
+
+
+def fleet_capacity(
+    ctx: typer.Context, config: Path, sets: list[str], opts: CountOptions,
+    options_file: Path | None, out: Path | None,
+) -> None:  # fmt: skip
+    """Run the count search (or one per option), write the folder and its reports, print."""
+    from simkv.capacity.replicas import find_cheapest, find_min_count
+    from simkv.config.fleet_options import load_fleet_options
+    from simkv.config.sim import load_config
+    from simkv.errors import InputError
+    from simkv.report.sweep_report import write_sweep_report
+
+    with input_errors(ctx):
+        floor = opts.min_good_fraction
+        if floor is not None and not 0 < floor <= 1:
+            raise InputError(f"expected a share in (0, 1], got {floor:g}", field="--min-good")
+        options = None if options_file is None else load_fleet_options(options_file)
+        name = load_config(config, sets).name
+        suffix = "fleets" if options else "replicas"
+        out_dir = output_folder(out or Path("reports") / f"{name}-{suffix}")
+        try:
+            if options is None:
+                found = [find_min_count(config, sets, out_dir, opts, _print_round)]
+            else:
+                found = find_cheapest(config, sets, out_dir, opts, options, _print_round)
+        except KeyboardInterrupt:
+            typer.echo(
+                f"interrupted: finished runs are kept in {out_dir}; the same command "
+                "continues where this one stopped",
+                err=True,
+            )
+            raise typer.Exit(code=130) from None
+        reports = [write_sweep_report(f.out_dir) for f in found]
+    _print_found(found, opts, options is not None, out_dir, reports)
+
+
+def _print_found(
+    found: list[CountFound], opts: CountOptions, compared: bool, out_dir: Path,
+    reports: list[Path],
+) -> None:  # fmt: skip
+    """The simulations run, the answer (the options table when ``compared``), the files."""
+    simulated = sum(len(f.search.judged) for f in found)
+    rounds = sum(f.search.rounds for f in found)
+    typer.echo(
+        f"{simulated} simulations in {rounds} rounds ({sum(f.simulated for f in found)} run "
+        f"now, {sum(f.reused for f in found)} reused from {out_dir})"
+    )
+    if compared:
+        _print_options(found, opts)
+    else:
+        typer.echo("answer: " + count_answer(found[0], opts))
+    typer.echo(f"wrote {out_dir / 'capacity.json'}")
+    for report in reports:
+        typer.echo(f"wrote {report}")
+
+
+def _replicas(n: int) -> str:
+    return f"{n} replica" + ("" if n == 1 else "s")
+
+
+def count_answer(found: CountFound, opts: CountOptions) -> str:
+    """The answer of one count search, as a sentence."""
+    result, row = found.search, found.row
+    at = f"at {opts.at_rate:g} req/s"
+    if result.outcome == "none_meets":
+        return f"none meets: even {_replicas(opts.count_max)} miss the SLOs {at}"
+    gpus = f" ({row.gpus} GPUs at TP{row.tensor_parallel})" if row.tensor_parallel > 1 else ""
+    if result.outcome == "all_meet" and opts.count_min > 1:
+        return (f"at most {_replicas(opts.count_min)}{gpus}: every count searched meets the "
+                f"SLOs {at}; lower --count-min")  # fmt: skip
+    answer = result.answer or 0
+    verb = "meets" if answer == 1 else "meet"
+    fails = None if result.bracket is None else result.bracket.fails
+    below = (
+        "" if fails is None else f"; {_replicas(fails)} " + ("does not" if fails == 1 else "do not")
+    )
+    return f"{_replicas(answer)}{gpus} {verb} the SLOs {at}{below}"
+
+
+def _print_options(found: list[CountFound], opts: CountOptions) -> None:
+    """The options table (cheapest and Pareto front marked) and the answer line."""
+    from simkv.capacity.options import cheapest, pareto
+    from simkv.report.conventions import format_ms
+
+    rows = [f.row for f in found]
+    best, front = cheapest(rows), pareto(rows)
+    typer.echo(f"{'option':<16} {'replicas':>8} {'GPUs':>5} {'cost/h':>9} {'req/s':>7} "
+               f"{'p99 TTFT':>9} {'p99 TPOT':>9}")  # fmt: skip
+    for row, on_front in zip(rows, front, strict=True):
+        marks = ", ".join(m for m, on in (("cheapest", row is best), ("Pareto", on_front)) if on)
+        cells = ["—"] * 5 if row.replicas is None else [
+            str(row.replicas), str(row.gpus), f"{row.cost_per_hour:,.2f}",
+            f"{row.request_throughput or 0:.3g}", format_ms(row.p99_ttft_ms),
+        ]  # fmt: skip
+        tpot = "—" if row.replicas is None else format_ms(row.p99_tpot_ms)
+        typer.echo(f"{row.name:<16} {cells[0]:>8} {cells[1]:>5} {cells[2]:>9} {cells[3]:>7} "
+                   f"{cells[4]:>9} {tpot:>9}  {marks}".rstrip())  # fmt: skip
+    if best is None:
+        typer.echo(f"answer: none meets: no option meets the SLOs at {opts.at_rate:g} req/s "
+                   f"with up to {_replicas(opts.count_max)}")  # fmt: skip
+        return
+    typer.echo(f"answer: cheapest fleet at {opts.at_rate:g} req/s: {best.name}, "
+               f"{_replicas(best.replicas or 0)} × TP{best.tensor_parallel} = {best.gpus} GPUs, "
+               f"{best.cost_per_hour:,.2f} per hour")  # fmt: skip
+
+
+def _print_round(option: str, counts: list[int]) -> None:
+    where = f"{option}: " if option else ""
+    typer.echo(f"{where}simulating " + ", ".join(map(str, counts)) + " replicas", err=True)

@@ -1,0 +1,58 @@
+"""The fleet options of ``simkv capacity --at-rate R --options FILE``: GPU/TP choices with
+their prices, among which the cheapest fleet meeting the SLOs is sought.
+
+Each option is a name, a price per GPU-hour and the ``--set`` items that make the run config
+that option (``gpu=h100-80gb``, ``parallel.tensor_parallel=2``); a replica of the option takes
+``parallel.tensor_parallel`` GPUs. Prices are the user's (no price list ships with simkv): a
+fleet of ``n`` replicas costs ``n × tensor_parallel × price_per_gpu_hour`` per hour.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from simkv.config.base import Frozen, load_yaml, validate
+
+MAX_OPTIONS = 64
+"""Most options of one file (each is a count search of its own)."""
+
+
+class FleetOption(Frozen):
+    """One GPU/TP choice: the config with ``set`` applied, priced per GPU-hour."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        max_length=40,
+        description="folder name of the option's search (letters, digits, _ . -)",
+    )
+    price_per_gpu_hour: float = Field(
+        gt=0, le=1e6, description="price of one GPU for one hour, in the user's currency"
+    )
+    set: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="--set items making the run config this option (gpu=…, "
+        "parallel.tensor_parallel=…)",
+    )
+
+
+class FleetOptions(Frozen):
+    """The options file: ``options:``, a list of :class:`FleetOption` with distinct names."""
+
+    options: list[FleetOption] = Field(min_length=1, max_length=MAX_OPTIONS)
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> FleetOptions:
+        names = [option.name for option in self.options]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"option names must differ; repeated: {', '.join(twice)}")
+        return self
+
+
+def load_fleet_options(path: str | Path) -> FleetOptions:
+    """Read and validate an options file; errors are :class:`~simkv.errors.InputError`
+    (file:line)."""
+    return validate(FleetOptions, load_yaml(path))

@@ -1,0 +1,84 @@
+"""The summary lines of a capacity search's sweep report (``simkv capacity``): the highest
+rate meeting the SLOs, the fewest replicas at a target rate, and the fleets compared among
+priced options, read from the folder's ``capacity.json`` (and its parent's, for an option)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from simkv.report.conventions import format_ms
+
+
+def capacity_lines(sweep_dir: Path) -> list[str]:
+    """The answer of a capacity search (``simkv capacity``) whose folder this is, else none;
+    an option's search (``--options``) first states the comparison in the parent folder."""
+    found = _read_json(sweep_dir / "capacity.json")
+    if found is None:
+        return []
+    parent = _read_json(sweep_dir.parent / "capacity.json") or {}
+    try:
+        if found.get("search") == "replicas":
+            fleets = fleet_lines(parent) if parent.get("search") == "fleets" else []
+            return [*fleets, replica_line(found)]
+        outcome, axis, rate = found["outcome"], found["axis"], found["answer_rate"]
+        count, tolerance, bracket = found["simulations"], found["tolerance"], found["bracket"]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+    searched = f"{count} simulations, tolerance {100 * tolerance:g} %"
+    if outcome == "found" and bracket:
+        return [f"Capacity: the highest {axis} meeting the SLOs is {rate:g} req/s "
+                f"({bracket[1]:g} req/s does not; {searched})."]  # fmt: skip
+    if outcome == "all_meet":
+        return [f"Capacity: every {axis} searched meets the SLOs, up to {rate:g} req/s "
+                f"({searched})."]  # fmt: skip
+    return [f"Capacity: no {axis} searched meets the SLOs ({searched})."]
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def replica_line(found: dict[str, Any]) -> str:
+    """The answer of a replica-count search (``simkv capacity --at-rate``)."""
+    rate, count = found["at_rate"], found["simulations"]
+    answer, outcome = found["answer_replicas"], found["outcome"]
+    searched = f"{count} simulations, {found['count_min']} to {found['count_max']} replicas"
+    if outcome == "none_meets":
+        return f"Replicas: no count searched meets the SLOs at {rate:g} req/s ({searched})."
+    gpus = f", {found['answer_gpus']} GPUs" if found["tensor_parallel"] > 1 else ""
+    if outcome == "all_meet":
+        return (f"Replicas: every count searched meets the SLOs at {rate:g} req/s, from "
+                f"{answer}{gpus} ({searched}).")  # fmt: skip
+    return (f"Replicas: the fewest meeting the SLOs at {rate:g} req/s are {answer}{gpus} "
+            f"({found['bracket'][0]} miss them; {searched}).")  # fmt: skip
+
+
+def fleet_lines(fleets: dict[str, Any]) -> list[str]:
+    """The options compared by ``simkv capacity --options``: the cheapest, then one line per
+    option (replicas, GPUs, cost per hour, p99s; the Pareto front marked)."""
+    lines = [
+        f"Fleets at {fleets['at_rate']:g} req/s: cheapest {fleets['cheapest'] or 'none'} "
+        f"({fleets['simulations']} simulations over {len(fleets['options'])} options)."
+    ]
+    for row in fleets["options"]:
+        if row["replicas"] is None:
+            lines.append(f"Option {row['name']}: no count searched meets the SLOs.")
+            continue
+        front = "; on the Pareto front" if row["pareto"] else ""
+        lines.append(
+            f"Option {row['name']}: {row['replicas']} replicas × TP{row['tensor_parallel']} = "
+            f"{row['gpus']} GPUs, {row['cost_per_hour']:,.2f} per hour, "
+            f"{_rate(row['request_throughput'])}, p99 TTFT "
+            f"{format_ms(row['p99_ttft_ms'])}, p99 TPOT {format_ms(row['p99_tpot_ms'])}{front}."
+        )
+    return lines
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g} req/s"
