@@ -25,7 +25,7 @@ from typing import Any
 
 from simkv.capacity.count import CountResult, check_count_parameters, search_count
 from simkv.capacity.options import OptionRow, cheapest, pareto
-from simkv.capacity.run import CAPACITY_FILE, SearchRuns, rate_axis, write_json
+from simkv.capacity.run import CAPACITY_FILE, RunOptions, SearchRuns, rate_axis, write_json
 from simkv.capacity.search import SearchError
 from simkv.config.fleet import ENGINE_SECTIONS
 from simkv.config.fleet_options import FleetOption, FleetOptions
@@ -38,20 +38,15 @@ CountRoundFn = Callable[[str, list[int]], None]
 """Called before each round's runs with the option's name ("" without options) and counts."""
 
 
-@dataclass(frozen=True)
-class CountOptions:
-    """How to search: the target rate (requests/s), the count bounds, counts per round, the
-    optional floor on the share of good requests, and where runs execute."""
+@dataclass(frozen=True, kw_only=True)
+class CountOptions(RunOptions):
+    """The replica-count search: the target rate (requests/s), the count bounds, counts per
+    round."""
 
     at_rate: float
     count_min: int = 1
     count_max: int = 64
     per_round: int = 1
-    min_good_fraction: float | None = None
-    executor: str = "serial"
-    jobs: int | None = None
-    ray_address: str | None = None
-    run_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)

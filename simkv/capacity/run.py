@@ -59,20 +59,28 @@ class Execution(Protocol):
     def run_timeout_s(self) -> float | None: ...
 
 
-@dataclass(frozen=True)
-class CapacityOptions:
-    """How to search: the rate bounds (requests/s), the relative tolerance, rates per round,
-    the optional floor on the share of good requests, and where runs execute."""
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """What every capacity search shares: the optional floor on the share of good requests
+    (a run meets when at least that share met every SLO, besides the p99s) and where the runs
+    execute (the sweep executors, with a wall-clock limit per run)."""
 
-    rate_min: float
-    rate_max: float
-    tolerance: float = 0.02
-    per_round: int = 3
     min_good_fraction: float | None = None
     executor: str = "serial"
     jobs: int | None = None
     ray_address: str | None = None
     run_timeout_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityOptions(RunOptions):
+    """The rate search: the rate bounds (requests/s), the relative tolerance, rates per
+    round."""
+
+    rate_min: float
+    rate_max: float
+    tolerance: float = 0.02
+    per_round: int = 3
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -67,12 +67,21 @@ def capacity(
 
     with input_errors(ctx):
         _check_mode(ctx, at_rate is not None)
+    runs: dict[str, Any] = {
+        "min_good_fraction": min_good, "executor": executor.value, "jobs": jobs,
+        "ray_address": ray_address, "run_timeout_s": run_timeout or None,
+    }  # fmt: skip
     if at_rate is not None:
         from simkv.capacity.replicas import CountOptions
         from simkv.cli.fleet_capacity import fleet_capacity
 
-        counts = CountOptions(at_rate, count_min, count_max, per_round, min_good,
-                              executor.value, jobs, ray_address, run_timeout or None)  # fmt: skip
+        counts = CountOptions(
+            at_rate=at_rate,
+            count_min=count_min,
+            count_max=count_max,
+            per_round=per_round,
+            **runs,
+        )
         fleet_capacity(ctx, config, set_ or [], counts, options, out)
         return
     with input_errors(ctx):
@@ -81,9 +90,12 @@ def capacity(
         name = load_config(config, set_ or []).name
         out_dir = output_folder(out or Path("reports") / f"{name}-capacity")
         opts = CapacityOptions(
-            rate_min, rate_max, tolerance, per_round, min_good, executor.value, jobs,
-            ray_address, run_timeout or None,
-        )  # fmt: skip
+            rate_min=rate_min,
+            rate_max=rate_max,
+            tolerance=tolerance,
+            per_round=per_round,
+            **runs,
+        )
         try:
             found = find_capacity(config, set_ or [], out_dir, opts, _print_round)
         except KeyboardInterrupt:

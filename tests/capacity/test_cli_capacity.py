@@ -3,43 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-CONFIG = """\
-name: cap
-seed: 1
-workload:
-  kind: synthetic
-  num_requests: 150
-  arrival: {kind: poisson, rate: 1.0}
-  prompt_tokens: {kind: fixed, value: 400}
-  output_tokens: {kind: fixed, value: 40}
-model: llama-2-7b
-gpu: a100-80gb
-scheduler: {kind: vllm_v1}
-slo: {ttft_ms: 200}
-"""
-SIMKV = str(Path(sys.executable).parent / "simkv")
-
-
-def _capacity(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([SIMKV, "capacity", *args], capture_output=True, text=True, cwd=cwd)
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "cap.yaml"
-    path.write_text(CONFIG)
-    return path
+from tests.capacity.conftest import run_capacity
 
 
 def test_capacity_answers_writes_a_sweep_folder_and_resumes(config: Path, tmp_path: Path) -> None:
     args = [str(config), "--rate-min", "1", "--rate-max", "400", "--tolerance", "0.1"]
-    done = _capacity(*args, cwd=tmp_path)
+    done = run_capacity(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     out = tmp_path / "reports" / "cap-capacity"
     answer = json.loads((out / "capacity.json").read_text())
@@ -58,14 +31,14 @@ def test_capacity_answers_writes_a_sweep_folder_and_resumes(config: Path, tmp_pa
     assert len(sweep["runs"]) == answer["simulations"] == len(judged)
     assert (out / "report.html").is_file()
     # the same command again reuses every finished run and gives the same answer
-    again = _capacity(*args, cwd=tmp_path)
+    again = run_capacity(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert f"(0 run now, {len(judged)} reused" in again.stdout
     assert json.loads((out / "capacity.json").read_text()) == answer
 
 
 def test_no_rate_meets_is_an_answer(config: Path, tmp_path: Path) -> None:
-    done = _capacity(str(config), "--set", "slo.ttft_ms=1", "--rate-max", "4", cwd=tmp_path)
+    done = run_capacity(str(config), "--set", "slo.ttft_ms=1", "--rate-max", "4", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "answer: none meets: even workload.arrival.rate=0.25 misses the SLOs" in done.stdout
 
@@ -83,7 +56,7 @@ def test_no_rate_meets_is_an_answer(config: Path, tmp_path: Path) -> None:
 def test_bad_input_is_one_line_exit_2(
     config: Path, tmp_path: Path, args: list[str], expected: str
 ) -> None:
-    done = _capacity(str(config), *args, cwd=tmp_path)
+    done = run_capacity(str(config), *args, cwd=tmp_path)
     assert done.returncode == 2
     assert expected in done.stderr
     assert "Traceback" not in done.stderr

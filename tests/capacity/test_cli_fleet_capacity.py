@@ -4,50 +4,16 @@ fewest replicas, the cheapest fleet, the folders, resume, bad input."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-CONFIG = """\
-name: cap
-seed: 1
-workload:
-  kind: synthetic
-  num_requests: 150
-  arrival: {kind: poisson, rate: 1.0}
-  prompt_tokens: {kind: fixed, value: 400}
-  output_tokens: {kind: fixed, value: 40}
-model: llama-2-7b
-gpu: a100-80gb
-scheduler: {kind: vllm_v1}
-slo: {ttft_ms: 200}
-"""
-OPTIONS = """\
-options:
-  - {name: a100-tp1, price_per_gpu_hour: 2.0, set: [gpu=a100-80gb]}
-  - {name: h100-tp1, price_per_gpu_hour: 3.5, set: [gpu=h100-80gb]}
-  - {name: a100-tp2, price_per_gpu_hour: 2.0, set: [gpu=a100-80gb, parallel.tensor_parallel=2]}
-"""
-SIMKV = str(Path(sys.executable).parent / "simkv")
-
-
-def _capacity(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([SIMKV, "capacity", *args], capture_output=True, text=True, cwd=cwd)
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "cap.yaml"
-    path.write_text(CONFIG)
-    (tmp_path / "options.yaml").write_text(OPTIONS)
-    return path
+from tests.capacity.conftest import run_capacity
 
 
 def test_fewest_replicas_and_resume(config: Path, tmp_path: Path) -> None:
     args = [str(config), "--at-rate", "60", "--count-max", "16", "--per-round", "1"]
-    done = _capacity(*args, cwd=tmp_path)
+    done = run_capacity(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     out = tmp_path / "reports" / "cap-replicas"
     answer = json.loads((out / "capacity.json").read_text())
@@ -68,14 +34,14 @@ def test_fewest_replicas_and_resume(config: Path, tmp_path: Path) -> None:
     assert len(sweep["runs"]) == len(judged)
     report = (out / "report.html").read_text()
     assert f"the fewest meeting the SLOs at 60 req/s are {meets}" in report
-    again = _capacity(*args, cwd=tmp_path)
+    again = run_capacity(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert f"(0 run now, {len(judged)} reused" in again.stdout
     assert json.loads((out / "capacity.json").read_text()) == answer
 
 
 def test_the_cheapest_fleet_among_options(config: Path, tmp_path: Path) -> None:
-    done = _capacity(str(config), "--at-rate", "150", "--count-max", "16",
+    done = run_capacity(str(config), "--at-rate", "150", "--count-max", "16",
                      "--options", "options.yaml", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     out = tmp_path / "reports" / "cap-fleets"
@@ -95,7 +61,7 @@ def test_the_cheapest_fleet_among_options(config: Path, tmp_path: Path) -> None:
 
 
 def test_no_count_meets_is_an_answer(config: Path, tmp_path: Path) -> None:
-    done = _capacity(str(config), "--at-rate", "10", "--count-max", "2",
+    done = run_capacity(str(config), "--at-rate", "10", "--count-max", "2",
                      "--set", "slo.ttft_ms=1", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "answer: none meets: even 2 replicas miss the SLOs at 10 req/s" in done.stdout
@@ -128,7 +94,7 @@ def test_bad_input_is_one_line_exit_2(
     config: Path, tmp_path: Path, args: list[str], expected: str
 ) -> None:
     (tmp_path / "bad.yaml").write_text("options:\n  - {name: x, price_per_gpu_hour: -1}\n")
-    done = _capacity(str(config), *args, cwd=tmp_path)
+    done = run_capacity(str(config), *args, cwd=tmp_path)
     assert done.returncode == 2
     assert expected in done.stderr
     assert "Traceback" not in done.stderr

@@ -81,7 +81,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
         ROOT / "configs" / "quickstart.yaml",
         ["workload.limit=200"],
         work / "capacity",
-        CapacityOptions(0.5, 16.0, tolerance=0.2),
+        CapacityOptions(rate_min=0.5, rate_max=16.0, tolerance=0.2),
     )
     pages["capacity"] = write_sweep_report(capacity.out_dir)  # fmt: skip
     options = FleetOptions.model_validate({"options": [
@@ -92,7 +92,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
         ROOT / "configs" / "quickstart.yaml",
         ["workload.limit=200"],
         work / "fleets",
-        CountOptions(16.0, count_max=8),
+        CountOptions(at_rate=16.0, count_max=8),
         options,
     )
     pages["fleets"] = write_sweep_report(fleets[0].out_dir)  # an option's count search
