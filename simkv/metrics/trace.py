@@ -5,7 +5,9 @@ microseconds from 0 (``ts``, ``dur``). Two processes:
 
 * ``engine`` (pid 1): one complete event (``ph: X``) per engine step on the ``steps`` track,
   with its prefill / decode tokens and batch size, and counters (``ph: C``) of running and
-  waiting requests and KV blocks used.
+  waiting requests and KV blocks used. A fleet run (a ``replica`` column with several values)
+  has one such process per replica instead, ``engine (replica r)`` (pid
+  :data:`REPLICA_PID_BASE` + r), each with its share of :data:`MAX_STEP_EVENTS`.
 * ``requests`` (pid 2): one track per request (``req <id>``) with its spans ``queued``
   (arrival → first scheduled), ``prefill`` (→ first token) and ``decode`` (→ finish);
   rejected requests have a zero-length ``rejected`` span.
@@ -33,6 +35,8 @@ TRACE_FILE = "trace.json"
 MAX_STEP_EVENTS = 20_000
 MAX_REQUEST_TRACKS = 2_000
 _ENGINE, _REQUESTS = 1, 2
+REPLICA_PID_BASE = 100
+"""A fleet's replica ``r`` is process ``REPLICA_PID_BASE + r`` (clear of pids 1 and 2)."""
 _US = 1e6  # trace times are microseconds
 _SUMMED = ("prefill_tokens", "decode_tokens")  # a window's tokens: its steps' sum
 _LAST = ("batch_size", "num_running", "num_waiting", "blocks_used")  # its last step's state
@@ -66,27 +70,47 @@ def _windows(steps: pd.DataFrame, limit: int) -> tuple[pd.DataFrame, int]:
     return merged, k
 
 
-def step_events(steps: pd.DataFrame, limit: int = MAX_STEP_EVENTS) -> tuple[list[dict], int]:
-    """Complete events of the engine's steps and its counters; returns (events, steps per event)."""
+def engine_events(steps: pd.DataFrame, limit: int = MAX_STEP_EVENTS) -> tuple[list[dict], int]:
+    """:func:`step_events` of the one engine, or of each replica of a fleet on its own process
+    (``limit`` shared among them); returns (events, the most steps one event covers)."""
+    replicas = sorted(steps["replica"].unique()) if "replica" in steps.columns else []
+    if len(replicas) <= 1:
+        return step_events(steps, limit)
+    events: list[dict[str, Any]] = []
+    most = 1
+    for r in replicas:
+        mine = steps[steps["replica"] == r].reset_index(drop=True)
+        pid = REPLICA_PID_BASE + int(r)
+        found, k = step_events(mine, max(1, limit // len(replicas)), pid, f"engine (replica {r})")
+        events += found
+        most = max(most, k)
+    return events, most
+
+
+def step_events(
+    steps: pd.DataFrame, limit: int = MAX_STEP_EVENTS, pid: int = _ENGINE, name: str = "engine"
+) -> tuple[list[dict], int]:
+    """Complete events of one engine's steps and its counters, on process ``pid`` called
+    ``name``; returns (events, steps per event)."""
     rows, k = _windows(steps, limit)
-    events: list[dict[str, Any]] = [_meta(_ENGINE, None, "engine"), _meta(_ENGINE, 1, "steps")]
+    events: list[dict[str, Any]] = [_meta(pid, None, name), _meta(pid, 1, "steps")]
     name = "step" if k == 1 else f"{k} steps"
     for r in rows.itertuples(index=False):
         ts = r.time_s * _US
         args = {"prefill_tokens": int(r.prefill_tokens), "decode_tokens": int(r.decode_tokens),
                 "batch_size": int(r.batch_size)}  # fmt: skip
-        events.append({"ph": "X", "pid": _ENGINE, "tid": 1, "name": name, "ts": ts,
+        events.append({"ph": "X", "pid": pid, "tid": 1, "name": name, "ts": ts,
                        "dur": r.duration_s * _US, "args": args})  # fmt: skip
         events.append(
             {
                 "ph": "C",
-                "pid": _ENGINE,
+                "pid": pid,
                 "name": "requests",
                 "ts": ts,
                 "args": {"running": int(r.num_running), "waiting": int(r.num_waiting)},
             }
         )
-        events.append({"ph": "C", "pid": _ENGINE, "name": "kv_blocks_used", "ts": ts,
+        events.append({"ph": "C", "pid": pid, "name": "kv_blocks_used", "ts": ts,
                        "args": {"blocks": int(r.blocks_used)}})  # fmt: skip
     return events, k
 
@@ -116,7 +140,7 @@ def request_events(requests: pd.DataFrame, limit: int = MAX_REQUEST_TRACKS) -> l
 
 def trace_document(frames: RunFrames) -> dict[str, Any]:
     """The whole trace (a JSON object: ``traceEvents``, ``displayTimeUnit``, ``otherData``)."""
-    steps, per_event = step_events(frames.steps)
+    steps, per_event = engine_events(frames.steps)
     requests = request_events(frames.requests)
     other = {"steps_per_event": per_event,
              "requests_left_out": max(0, len(frames.requests) - MAX_REQUEST_TRACKS)}  # fmt: skip

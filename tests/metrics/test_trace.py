@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simkv.metrics.trace import request_events, step_events
+from simkv.metrics.trace import REPLICA_PID_BASE, engine_events, request_events, step_events
 
 
 def _steps(n: int) -> pd.DataFrame:
@@ -35,3 +35,19 @@ def test_request_tracks_are_capped_at_the_earliest_arrivals() -> None:
     events = request_events(req, limit=10)
     tracks = {e["tid"] for e in events if e["ph"] == "X"}
     assert tracks == {int(i) + 1 for i in range(n - 10, n)}  # latest ids arrived first
+
+
+def test_a_fleet_has_one_engine_process_per_replica() -> None:
+    """Each replica's steps on its own process (no two replicas' steps on one track), the
+    event limit shared among them."""
+    steps = pd.concat([_steps(300).assign(replica=r) for r in (0, 1, 2)], ignore_index=True)
+    events, per_event = engine_events(steps, limit=300)
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {REPLICA_PID_BASE + r: f"engine (replica {r})" for r in (0, 1, 2)}
+    spans = [e for e in events if e["ph"] == "X"]
+    assert per_event == 3 and len(spans) == 3 * 100  # 300 steps each, 100 events each
+    for r in (0, 1, 2):
+        mine = [e for e in spans if e["pid"] == REPLICA_PID_BASE + r]
+        assert sum(e["args"]["decode_tokens"] for e in mine) == 600
+    alone, _ = engine_events(_steps(10).assign(replica=0))
+    assert {e["pid"] for e in alone} == {1}  # one replica: the single engine's process
