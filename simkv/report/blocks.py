@@ -89,13 +89,26 @@ def describe_setup(run: RunFolder) -> list[tuple[str, str]]:
     blocks = s.get("kv_num_blocks")
     pool = "—" if blocks is None else f"{blocks:,} blocks × {kv.get('block_size', '?')} tokens"
     tp = (c.get("parallel") or {}).get("tensor_parallel", 1)
+    gpu = ("gpu", f"{(c.get('gpu') or {}).get('name', '—')} × {tp}")
+    if run.replicas is not None:  # a fleet: its replicas' GPUs; the pool shown is replica 0's
+        gpu, pool = ("fleet", fleet_text(run.replicas)), f"{pool} (replica 0)"
     return [
         ("scheduler", str((c.get("scheduler") or {}).get("kind", "—"))),
         ("model", str((c.get("model") or {}).get("name", "—"))),
-        ("gpu", f"{(c.get('gpu') or {}).get('name', '—')} × {tp}"),
+        gpu,
         ("KV pool", pool),
         ("workload", " ".join(str(v) for v in (work.get("kind"), work.get("path")) if v)),
     ]
+
+
+def fleet_text(replicas: pd.DataFrame) -> str:
+    """A fleet's make-up, ``2 × h100-80gb TP1 + 1 × a100-80gb TP2``, in replica order (from
+    its ``replicas.json``: ``gpu`` and ``tensor_parallel`` per replica, when recorded)."""
+    if not {"gpu", "tensor_parallel"} <= set(replicas.columns):
+        return f"{len(replicas)} replicas"
+    kinds = list(zip(replicas["gpu"], replicas["tensor_parallel"], strict=True))
+    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
+    return " + ".join(f"{n} × {gpu} TP{int(tp)}" for (gpu, tp), n in counts.items())
 
 
 def format_value(value: object) -> str:

@@ -88,3 +88,10 @@ def test_replica_series_weights_by_duration_and_carries_forward() -> None:
     # replica 0: bin 0 holds 2 (0.1 s); bin 1 holds 6; bin 2 carries 6 forward
     # replica 1: bin 0 holds 4, carried forward
     assert series.tolist() == [[2.0, 6.0, 6.0], [4.0, 4.0, 4.0]]
+
+
+def test_the_header_names_the_fleet_and_whose_pool_it_shows(run_dir: Path) -> None:
+    """A fleet's header gives its replicas' GPUs, not the top level's alone."""
+    html = render_run_report(run_dir)
+    assert "<dt>fleet</dt><dd>2 × a100-80gb TP1</dd>" in html
+    assert "(replica 0)</dd>" in html
