@@ -17,12 +17,14 @@ in increasing rate), so ``simkv report`` draws its latency-vs-rate curves, SLO l
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from simkv.capacity.search import SearchError, SearchResult, check_parameters, search
+from simkv.config.limits import MAX_NAME_CHARS
 from simkv.config.sim import SimConfig, dump_resolved, load_config
 from simkv.errors import InputError
 from simkv.metrics.slo import good_fraction, meets_slos, slo_set
@@ -92,6 +94,13 @@ class CapacityResult:
     axis: str
     simulated: int
     reused: int
+
+
+def _sweep_name(folder: str) -> str:
+    """The folder's name as a sweep name (``sweep.json``): characters a sweep name cannot
+    hold become ``_`` (an ``--out`` folder may be called anything)."""
+    name = re.sub(r"[^A-Za-z0-9_.\-]", "_", folder).lstrip(".") or "capacity"
+    return name[:MAX_NAME_CHARS]
 
 
 def rate_axis(cfg: SimConfig) -> str:
@@ -194,7 +203,8 @@ class SearchRuns:
     def write(self, answer: dict[str, Any]) -> None:
         """sweep.json, sweep.parquet (runs by increasing axis value) and capacity.json."""
         runs = [self.planned[v] for v in sorted(self.planned)]
-        spec = SweepSpec.model_validate({"name": self.out.name, "base": str(self.config)})
+        name = _sweep_name(self.out.name)
+        spec = SweepSpec.model_validate({"name": name, "base": str(self.config)})
         plan = SweepPlan(spec, self.config, self.config.parent, (self.axis,), tuple(runs))
         write_json(self.out / "sweep.json", {"name": spec.name, "axes": [self.axis],
                                               "runs": [r.run_id for r in runs]})  # fmt: skip

@@ -62,3 +62,13 @@ def test_bad_input_is_one_line_exit_2(
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "reports").exists()
+
+
+def test_any_out_folder_name_works(config: Path, tmp_path: Path) -> None:
+    """``--out`` may be any folder: the sweep name it gives sweep.json is made safe."""
+    out = tmp_path / "my results:1"
+    done = run_capacity(str(config), "--set", "slo.ttft_ms=1", "--rate-max", "4",
+                        "--out", str(out), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "sweep.json").read_text())["name"] == "my_results_1"
+    assert (out / "report.html").is_file()
