@@ -11,6 +11,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from matplotlib.figure import Figure
 
+from simkv.config.policy import traits_of
 from simkv.metrics.recorder import RunFrames
 from simkv.report import conventions as cv
 from simkv.report import figures as fg
@@ -88,6 +89,9 @@ def describe_setup(run: RunFolder) -> list[tuple[str, str]]:
     kv = c.get("kv_cache") or {}
     blocks = s.get("kv_num_blocks")
     pool = "—" if blocks is None else f"{blocks:,} blocks × {kv.get('block_size', '?')} tokens"
+    traits = traits_of((c.get("scheduler") or {}).get("kind"))
+    if blocks is not None and traits is not None and traits.null_block:  # vLLM V1's block 0
+        pool += f" ({blocks - 1:,} usable beside the null block)"
     tp = (c.get("parallel") or {}).get("tensor_parallel", 1)
     gpu = ("gpu", f"{(c.get('gpu') or {}).get('name', '—')} × {tp}")
     if run.replicas is not None:  # a fleet: its replicas' GPUs; the pool shown is replica 0's

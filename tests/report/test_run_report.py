@@ -142,6 +142,11 @@ def test_cards_show_the_hand_computed_values(page: str) -> None:
     assert text["card-aborted"] == " Aborted 0"
 
 
+def test_the_header_gives_the_pool_and_its_usable_blocks(page: str) -> None:
+    """vllm_v1 reserves vLLM 0.11's null block: the header says how many blocks are usable."""
+    assert "<dt>KV pool</dt><dd>4 blocks × 4 tokens (3 usable beside the null block)</dd>" in page
+
+
 def test_same_folder_renders_identical_bytes(run_dir: Path, page: str) -> None:
     path = write_run_report(run_dir)  # a second, independent render
     assert path == run_dir / "report.html"
