@@ -23,7 +23,14 @@ from simkv.engine.sessions import Sessions
 from simkv.errors import InputError, all_of
 from simkv.metrics.fleet import combine, fleet_summary
 from simkv.metrics.summary import DEFAULT_PERCENTILES
-from simkv.runner import RunOutput, _checked_inputs, assemble_engine, check_kv, check_schedulable
+from simkv.runner import (
+    RunOutput,
+    _checked_inputs,
+    assemble_engine,
+    check_kv,
+    check_schedulable,
+    usage_capacity,
+)
 from simkv.workload.request import Workload
 
 ROUTER_STREAM = 1
@@ -130,10 +137,7 @@ def simulate_fleet(
     fleet.run()
     frames = [engine.recorder.frames() for engine in fleet.replicas]
     combined = combine(frames, np.frombuffer(fleet.replica_of, dtype=np.int64))
-    capacities = [
-        s.token_slots if c.scheduler.traits.memory == "contiguous" else s.num_blocks
-        for s, c in zip(sizings, configs, strict=True)
-    ]
+    capacities = [usage_capacity(c, s) for s, c in zip(sizings, configs, strict=True)]
     summary, replicas = fleet_summary(
         frames, combined, capacities, _labels(cfg, configs), cfg.slo, percentiles
     )

@@ -143,6 +143,14 @@ def usable_blocks(cfg: SimConfig, sizing: KVSizing) -> int:
     return sizing.num_blocks - cfg.scheduler.traits.null_block
 
 
+def usage_capacity(cfg: SimConfig, sizing: KVSizing) -> int:
+    """What KV usage is a share of: the usable blocks of a paged pool, the token slots of
+    contiguous memory (accounted in slots)."""
+    if cfg.scheduler.traits.memory == "contiguous":
+        return sizing.token_slots
+    return usable_blocks(cfg, sizing)
+
+
 def check_fits_longest(cfg: SimConfig, workload: Workload, sizing: KVSizing) -> None:
     """A request whose KV (prompt plus output, as truncated to ``max_model_len``, less the
     last sampled token) needs more blocks than the usable pool could never finish: it would
@@ -281,10 +289,7 @@ def simulate(
     )  # fmt: skip
     engine.run()
     frames = engine.recorder.frames()
-    capacity = usable_blocks(cfg, sizing)
-    if cfg.scheduler.traits.memory == "contiguous":
-        capacity = sizing.token_slots  # contiguous memory is accounted in slots
-    summary = summarize(frames, cfg.slo, capacity, percentiles)
+    summary = summarize(frames, cfg.slo, usage_capacity(cfg, sizing), percentiles)
     return RunOutput(cfg, sizing, frames, summary, time.perf_counter() - started)
 
 

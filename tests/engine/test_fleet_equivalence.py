@@ -54,3 +54,15 @@ def test_a_fleet_run_is_deterministic() -> None:
     _same(first.requests, second.requests)
     _same(first.steps, second.steps)
     assert first.requests["replica"].nunique() == 3  # the draws spread the sessions
+
+
+@pytest.mark.parametrize("stem", ["quickstart", "vllm_v0", "orca"])
+def test_a_fleet_of_one_reports_the_engines_kv_usage(stem: str) -> None:
+    """KV usage is a share of the same capacity (``runner.usage_capacity``: usable blocks
+    beside vLLM V1's null block, or contiguous slots) for a replica as for the engine."""
+    path = next(p for p in CONFIGS if p.stem == stem)
+    cfg = load_config(path, _shortened(path))
+    one = cfg.model_copy(update={"fleet": FleetConfig(replicas=[ReplicaGroup()])})
+    plain, fleet = simulate(cfg, path.parent).summary, simulate(one, path.parent).summary
+    keys = ("mean_kv_usage", "peak_kv_usage", "mean_token_frac", "mean_free_frac")
+    assert {k: fleet[k] for k in keys} == {k: plain[k] for k in keys}
