@@ -70,6 +70,13 @@ def argmin(values: Sequence[float]) -> int:
     return min(range(len(values)), key=values.__getitem__)
 
 
+class _LoadRouter:
+    """A router that keeps no state of its own: it chooses from the view's loads alone."""
+
+    def __init__(self, cfg: Frozen, rng: np.random.Generator, workload: Workload) -> None:
+        """(Built as every router is; nothing to keep.)"""
+
+
 @register(RoundRobinRouter)
 class RoundRobin:
     """Replicas in turn: request k (in arrival order) goes to replica k mod n."""
@@ -95,22 +102,16 @@ class Random:
 
 
 @register(LeastOutstandingRouter)
-class LeastOutstanding:
+class LeastOutstanding(_LoadRouter):
     """The fewest outstanding requests."""
-
-    def __init__(self, cfg: Frozen, rng: np.random.Generator, workload: Workload) -> None:
-        pass
 
     def choose(self, i: int, now: float, view: FleetView) -> int:
         return argmin(view.loads()[0])
 
 
 @register(LeastKVUsageRouter)
-class LeastKVUsage:
+class LeastKVUsage(_LoadRouter):
     """The least-used KV pool; ties: fewest outstanding, then the lowest index."""
-
-    def __init__(self, cfg: Frozen, rng: np.random.Generator, workload: Workload) -> None:
-        pass
 
     def choose(self, i: int, now: float, view: FleetView) -> int:
         outstanding, _, usage = view.loads()
@@ -118,11 +119,8 @@ class LeastKVUsage:
 
 
 @register(ShortestQueueTokensRouter)
-class ShortestQueueTokens:
+class ShortestQueueTokens(_LoadRouter):
     """The fewest outstanding tokens (prompt + output of routed, unfinished requests)."""
-
-    def __init__(self, cfg: Frozen, rng: np.random.Generator, workload: Workload) -> None:
-        pass
 
     def choose(self, i: int, now: float, view: FleetView) -> int:
         return argmin(view.loads()[1])
