@@ -180,15 +180,25 @@ class GpuSpec(Frozen):
     the small reservation other boards show). ``peak_tflops`` is dense FP16/BF16 tensor-core
     throughput (FP32 accumulate, what serving kernels use) without structured sparsity;
     ``peak_fp8_tflops`` the dense FP8 rate where the GPU has FP8 tensor cores (None: fp8 weights
-    compute at the FP16 rate). ``interconnect_gbps`` is the per-GPU bandwidth available to
-    tensor-parallel all-reduce over ``interconnect`` (``nvlink``, or ``pcie`` where there is
-    none); the cost model prices an all-reduce's latency by that kind.
+    compute at the FP16 rate). ``sustained_tflops`` is the dense BF16 rate a large GEMM measurably
+    sustains on the board (None: not measured, ``peak_tflops`` stands in): spec peaks are quoted at
+    the boost clock, and a board whose power limit or kernels hold it well below that (the RTX PRO
+    6000: 350 of 504 TFLOPS) would otherwise look faster than it is. The cost model's GEMM and
+    attention efficiencies are fractions of :attr:`tensor_flops_per_s`. ``interconnect_gbps`` is
+    the per-GPU bandwidth available to tensor-parallel all-reduce over ``interconnect``
+    (``nvlink``, or ``pcie`` where there is none); the cost model prices an all-reduce's latency
+    by that kind.
     """
 
     name: str
     memory_bytes: int = Field(ge=1, le=int(MAX_GPU_GIB) << 30, description="bytes, ≤ 1024 GiB")
     peak_tflops: PositiveFloat
     peak_fp8_tflops: PositiveFloat | None = None
+    sustained_tflops: PositiveFloat | None = Field(
+        None,
+        description="dense BF16 TFLOP/s a large GEMM measurably sustains (the presets: torch "
+        "BF16 matmul at 8192^3, cited in each preset's source); None: peak_tflops",
+    )
     hbm_bandwidth_gbps: PositiveFloat
     host_link_gbps: PositiveFloat
     interconnect: Interconnect = "pcie"
@@ -203,6 +213,20 @@ class GpuSpec(Frozen):
     @property
     def peak_flops_per_s(self) -> float:
         return self.peak_tflops * 1e12
+
+    @property
+    def tensor_flops_per_s(self) -> float:
+        """Dense FP16/BF16 tensor FLOP/s the cost model prices GEMMs and attention against: the
+        measured sustained rate where there is one, else the spec peak."""
+        return (self.sustained_tflops or self.peak_tflops) * 1e12
+
+    @property
+    def fp8_tensor_flops_per_s(self) -> float | None:
+        """The FP8 counterpart (None without FP8 tensor cores): the spec FP8 peak, scaled by the
+        same sustained-to-peak ratio as the FP16/BF16 rate (the same tensor cores and clock)."""
+        if self.peak_fp8_tflops is None:
+            return None
+        return self.peak_fp8_tflops * 1e12 * self.tensor_flops_per_s / self.peak_flops_per_s
 
     @property
     def hbm_bytes_per_s(self) -> float:

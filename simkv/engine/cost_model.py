@@ -195,7 +195,9 @@ class RooflineCostModel(_BlockTransfers):
     Streamed weights exclude the input embedding of an untied model (a lookup); for a mixture
     of experts they are the dense part plus the experts the step's tokens touch, in expectation
     ``E · (1 − (1 − k/E)^tokens)`` per layer. ``kv_read_eff'`` is
-    :func:`attention_read_efficiency`. fp8 weights compute at the GPU's FP8 rate when it has one.
+    :func:`attention_read_efficiency`. The tensor rate ``peak`` is the GPU's measured sustained
+    rate where its preset has one (:attr:`GpuSpec.tensor_flops_per_s`), else its spec peak; fp8
+    weights compute at the GPU's FP8 rate when it has one, scaled alike.
     """
 
     __slots__ = (
@@ -226,9 +228,10 @@ class RooflineCostModel(_BlockTransfers):
     ) -> None:
         super().__init__(cfg, model, gpu, tensor_parallel=tensor_parallel, block_size=block_size)
         tp = tensor_parallel
-        peak = gpu.peak_flops_per_s
-        if model.dtype == "fp8" and gpu.peak_fp8_tflops is not None:
-            peak = gpu.peak_fp8_tflops * 1e12
+        peak = gpu.tensor_flops_per_s
+        fp8_peak = gpu.fp8_tensor_flops_per_s
+        if model.dtype == "fp8" and fp8_peak is not None:
+            peak = fp8_peak
         gemm_rate = tp * peak * cfg.gemm_efficiency
         stream_rate = tp * gpu.hbm_bytes_per_s * cfg.weight_read_efficiency
         kv_shard_bytes = model.kv_bytes_per_token / tp
@@ -245,7 +248,7 @@ class RooflineCostModel(_BlockTransfers):
         per_expert = 3 * model.hidden_size * model.expert_intermediate_size * model.num_layers
         self._expert_stream_s = per_expert * model.dtype_bytes / stream_rate
         attention_width = model.num_attention_heads * model.head_dim
-        attention_rate = tp * gpu.peak_flops_per_s * cfg.attention_efficiency
+        attention_rate = tp * gpu.tensor_flops_per_s * cfg.attention_efficiency
         self._pair_s = 4 * model.num_layers * attention_width / attention_rate
         read_rate = gpu.hbm_bytes_per_s * attention_read_efficiency(cfg, block_size)
         self._kv_read_per_token_s = kv_shard_bytes / read_rate

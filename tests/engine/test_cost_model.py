@@ -160,8 +160,33 @@ def test_fp8_kv_halves_kv_traffic_and_fp8_weights_use_the_fp8_rate() -> None:
     slow_gpu = h100.model_copy(update={"peak_fp8_tflops": None})
     slow = RooflineCostModel(ROOF, fp8_weights, slow_gpu, tensor_parallel=1, block_size=16)
     gemm = (2 * NONEMBED_PARAMS * 2048 + LM_HEAD_FLOPS) / 0.6
-    expected = gemm / (h100.peak_tflops * 1e12) - gemm / (h100.peak_fp8_tflops * 1e12)
+    # both rates at the preset's measured sustained share of its spec peak (797.51 / 989.4)
+    assert h100.sustained_tflops is not None
+    share = h100.sustained_tflops / h100.peak_tflops
+    bf16_rate = h100.sustained_tflops * 1e12
+    fp8_rate = h100.peak_fp8_tflops * 1e12 * share
+    expected = gemm / bf16_rate - gemm / fp8_rate
     assert slow.step_time_s(PREFILL) - fast.step_time_s(PREFILL) == pytest.approx(expected)
+
+
+def test_a_measured_sustained_rate_prices_gemms_and_attention_instead_of_the_peak() -> None:
+    """The RTX PRO 6000 sustains 350.31 of its 503.8 spec TFLOPS (torch BF16 matmul at 8192^3):
+    a compute-bound prefill's GEMM and attention terms grow by the ratio; memory terms do not."""
+    pro = load_gpu_preset("rtx-pro-6000")
+    assert pro.sustained_tflops == 350.31
+    at_peak = pro.model_copy(update={"sustained_tflops": None})
+    model = load_model_preset("llama-3.1-8b")
+    prefill = StepWork(prefill_tokens=2048, decode_tokens=0, attention_pairs=2048 * 2049 // 2,
+                       kv_read_tokens=0, num_seqs=1)  # fmt: skip
+
+    def compute_s(gpu: GpuSpec) -> float:
+        free = ROOF.model_copy(update={"step_overhead_ms": 0.0, "seq_overhead_ms": 0.0,
+                                       "memory_efficiency": 4.0})  # fmt: skip
+        roof = RooflineCostModel(free, model, gpu, tensor_parallel=1, block_size=16)
+        return roof.step_time_s(prefill) - 2048 * model.kv_bytes_per_token / (
+            gpu.hbm_bytes_per_s * 4.0)  # fmt: skip
+
+    assert compute_s(pro) == pytest.approx(compute_s(at_peak) * 503.8 / 350.31, rel=1e-9)
 
 
 def test_moe_streams_the_experts_its_tokens_touch() -> None:
