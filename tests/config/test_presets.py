@@ -59,6 +59,31 @@ def test_gpu_presets_state_their_link(name: str) -> None:
         assert gpu.peak_fp8_tflops == pytest.approx(2 * gpu.peak_tflops, rel=0.03)
 
 
+@pytest.mark.parametrize("name", list_presets("gpus"))
+def test_a_sustained_gemm_rate_cites_its_measurement_and_sits_below_the_spec_peak(
+    name: str,
+) -> None:
+    """``sustained_tflops`` comes from one public harness (torch BF16 matmul at 8192^3), named in
+    the preset's source; a board sustains less than its spec peak, never more."""
+    gpu = load_gpu_preset(name)
+    if gpu.sustained_tflops is None:
+        assert gpu.tensor_flops_per_s == gpu.peak_flops_per_s
+        return
+    assert gpu.source is not None
+    assert "zzc0721/torch-performance-test-data issue #" in gpu.source
+    assert f"{gpu.sustained_tflops:g} TFLOPS measured" in gpu.source
+    assert gpu.sustained_tflops < gpu.peak_tflops
+    assert gpu.tensor_flops_per_s == gpu.sustained_tflops * 1e12
+
+
+def test_the_presets_with_a_sustained_rate() -> None:
+    sustained = {n: load_gpu_preset(n).sustained_tflops for n in list_presets("gpus")}
+    assert {n: v for n, v in sustained.items() if v is not None} == {
+        "a100-pcie-40gb": 215.26, "h100-80gb": 797.51, "rtx-4090": 160.17,
+        "rtx-pro-6000": 350.31,
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize(("kind", "name"), ALL)
 def test_name_and_every_alias_find_the_preset(kind: PresetKind, name: str) -> None:
     assert find_preset(kind, name) == name
