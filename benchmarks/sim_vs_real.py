@@ -175,7 +175,9 @@ WHY = """\
   its own run, the RTX PRO 6000 machine spends 1.4 ms + 0.032 ms a sequence, 2.2× the 4090
   machine's host time at 33 sequences (two different hosts, whose CPUs the runs do not record).
   A prior putting the host time on the sequences would meet 10 % here, but choosing it after
-  this comparison would fit the held-out run.
+  this comparison would fit the held-out run, and the 4090 run itself leans the other way: its
+  per-second generation throughput (`timeseries.csv`) is matched best with all of it per step
+  (mean abs. error 145 tok/s, against 165 with all of it per sequence, of 1,064).
 - **Step level, in sample (DistServe 6.2 %, Splitwise 6.4 %, not 2 %).** The DistServe profile
   is itself two fitted lines with a jump at 95 sequences (TP 1, 95 sequences of 1,024 tokens:
   86.9 ms by the small-batch line, 79.3 ms by the large-batch one); a roofline is continuous.
