@@ -65,7 +65,7 @@ def _tp_knobs(samples: Sequence[StepSample]) -> tuple[str, ...]:
         return ()
     links = {load_gpu_preset(s.gpu).interconnect for s in samples if s.tensor_parallel > 1}
     hops = tuple(f"{link}_hop_latency_us" for link in sorted(links))
-    return ("allreduce_latency_us", *hops, "interconnect_efficiency")
+    return ("worker_overhead_ms", "allreduce_latency_us", *hops, "interconnect_efficiency")
 
 
 def _step_samples(

@@ -36,6 +36,7 @@ __all__ = ["KNOBS", "FitResult", "fit_run", "fit_steps", "step_errors"]
 KNOBS: dict[str, tuple[float, float]] = {
     "step_overhead_ms": (1e-3, 500.0),
     "seq_overhead_ms": (1e-5, 10.0),
+    "worker_overhead_ms": (1e-3, 100.0),
     "prefill_overhead_ms": (1e-4, 100.0),
     "gemm_efficiency": (0.02, 4.0),
     "weight_read_efficiency": (0.02, 1.0),
@@ -78,6 +79,7 @@ that noise-free synthetic data still give back their true knobs within 1 %
 (tests/calibrate/test_fit.py), large enough to pin a direction the data leave flat."""
 
 _START_IF_ZERO = {
+    "worker_overhead_ms": 1.0,
     "seq_overhead_ms": 0.01,
     "prefill_overhead_ms": 0.1,
     "nvlink_hop_latency_us": 1.0,

@@ -55,6 +55,7 @@ class RooflineCostConfig(TransferCostConfig):
 
     * ``step_overhead_ms``: fixed per engine step;
     * ``seq_overhead_ms``: per sequence in the batch (input metadata, sampling, detokenising);
+    * ``worker_overhead_ms``: per tensor-parallel worker beyond the first (handing it the step);
     * ``prefill_overhead_ms``: per sequence that computes a prefill chunk in the step.
 
     Efficiencies (fractions of the GPU's tensor rate or HBM bandwidth, :data:`Efficiency`):
@@ -101,6 +102,12 @@ class RooflineCostConfig(TransferCostConfig):
         0.038,
         description="ms per sequence per step; default: the same joint fit (0.0378 ms; "
         "the 2023-era vLLM of DistServe's profile: 0.02-0.12 ms)",
+    )
+    worker_overhead_ms: NonNegativeFloat = Field(
+        0.0,
+        description="ms per step per tensor-parallel worker beyond the first: the engine "
+        "handing each worker its step (the 2023-era vLLM made one Ray call per worker per "
+        "step); default 0 (not identifiable in the bundled tp-1 runs)",
     )
     prefill_overhead_ms: NonNegativeFloat = Field(
         0.0,

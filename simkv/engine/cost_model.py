@@ -180,7 +180,8 @@ class RooflineCostModel(_BlockTransfers):
     """A step is a sum of phases, each priced at its own bottleneck, per GPU of the tp group::
 
         step = overhead + linear + attention + kv + all-reduce
-        overhead  = step_overhead + seq_overhead · seqs + prefill_overhead · prefill seqs
+        overhead  = step_overhead + (tp − 1) · worker_overhead + seq_overhead · seqs
+                    + prefill_overhead · prefill seqs
         linear    = max(GEMM FLOPs / (tp · peak · gemm_eff),
                         streamed weights / (tp · hbm · weight_read_eff))
         attention = 4 · layers · heads · head_dim · prefill pairs / (tp · peak · attention_eff)
@@ -235,7 +236,8 @@ class RooflineCostModel(_BlockTransfers):
         gemm_rate = tp * peak * cfg.gemm_efficiency
         stream_rate = tp * gpu.hbm_bytes_per_s * cfg.weight_read_efficiency
         kv_shard_bytes = model.kv_bytes_per_token / tp
-        self._overhead_s = cfg.step_overhead_ms * 1e-3
+        workers_ms = (tp - 1) * cfg.worker_overhead_ms
+        self._overhead_s = (cfg.step_overhead_ms + workers_ms) * 1e-3
         self._seq_s = cfg.seq_overhead_ms * 1e-3
         self._prefill_s = cfg.prefill_overhead_ms * 1e-3
         self._gemm_per_token_s = 2 * model.active_parameters_nonembedding / gemm_rate

@@ -160,6 +160,30 @@ def test_fit_recovers_prefill_overhead_and_all_reduce_knobs() -> None:
         assert getattr(result.config, knob) == pytest.approx(getattr(true, knob), rel=0.01), knob
 
 
+def test_fit_separates_worker_overhead_from_ring_hops_across_model_depths() -> None:
+    """Per step, ``(tp − 1) · worker_overhead`` and the ring's ``4 · layers · (tp − 1) · hop``
+    both grow with the tp degree; only models of different depths (32 and 80 layers) tell them
+    apart. Steps of both at tp 1, 2 and 4 give back each within 1 %."""
+    true = TRUE.model_copy(update={"worker_overhead_ms": 2.0, "nvlink_hop_latency_us": 6.0})
+    gpu = load_gpu_preset("a100-80gb")
+    samples = []
+    for name in ("llama-3.1-8b", "llama-2-70b"):
+        model = load_model_preset(name)
+        works = [prefill_work(b, n) for b in (1, 4) for n in (128, 1024)]
+        works += [decode_work(b, c) for b in (1, 16, 64) for c in (64, 1024)]
+        for tp in (1, 2, 4):
+            cost = RooflineCostModel(true, model, gpu, tensor_parallel=tp, block_size=16)
+            for w in works:
+                phase = "prefill" if w.prefill_tokens else "decode"
+                samples.append(StepSample(w, name, "a100-80gb", tp, cost.step_time_s(w) * 1e3,
+                                          phase))  # fmt: skip
+    knobs = ("step_overhead_ms", "seq_overhead_ms", "gemm_efficiency", "kv_read_efficiency",
+             "worker_overhead_ms", "nvlink_hop_latency_us")  # fmt: skip
+    result = fit_steps(TRUE, samples, knobs)
+    for knob in knobs:
+        assert getattr(result.config, knob) == pytest.approx(getattr(true, knob), rel=0.01), knob
+
+
 def test_prior_holds_a_knob_the_data_cannot_separate() -> None:
     """Weight-bound decode steps (≤ 32 sequences) of one model on one GPU cost ``overhead +
     weights / weight_read_eff + ...``: the fixed overhead and the weight-read efficiency trade

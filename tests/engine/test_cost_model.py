@@ -147,6 +147,17 @@ def test_all_reduce_hops_grow_with_tp_and_depend_on_the_link() -> None:
     assert hops_s(pcie, 1) == 0.0
 
 
+def test_each_tensor_parallel_worker_beyond_the_first_adds_its_overhead() -> None:
+    base = ROOF.model_copy(update={"worker_overhead_ms": 0.0})
+    with_workers = ROOF.model_copy(update={"worker_overhead_ms": 1.5})
+    for tp in (1, 2, 4, 8):
+        slow = RooflineCostModel(with_workers, OPT, A100, tensor_parallel=tp, block_size=16)
+        fast = RooflineCostModel(base, OPT, A100, tensor_parallel=tp, block_size=16)
+        for work in (DECODE, PREFILL):
+            extra = slow.step_time_s(work) - fast.step_time_s(work)
+            assert extra == pytest.approx((tp - 1) * 1.5e-3, abs=1e-12)
+
+
 def test_fp8_kv_halves_kv_traffic_and_fp8_weights_use_the_fp8_rate() -> None:
     fp8_kv = OPT.model_copy(update={"kv_dtype": "fp8"})
     assert fp8_kv.kv_bytes_per_token == KV // 2
