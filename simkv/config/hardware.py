@@ -196,8 +196,9 @@ class GpuSpec(Frozen):
     peak_fp8_tflops: PositiveFloat | None = None
     sustained_tflops: PositiveFloat | None = Field(
         None,
-        description="dense BF16 TFLOP/s a large GEMM measurably sustains (the presets: torch "
-        "BF16 matmul at 8192^3, cited in each preset's source); None: peak_tflops",
+        description="dense BF16 TFLOP/s a large matmul measurably sustains (the presets: the "
+        "ml-engineering MAMF table, else torch BF16 matmul at 8192^3; cited in each preset's "
+        "source); None: peak_tflops",
     )
     hbm_bandwidth_gbps: PositiveFloat
     host_link_gbps: PositiveFloat

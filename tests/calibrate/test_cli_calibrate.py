@@ -55,7 +55,11 @@ def test_step_table_to_profile_to_run_config(tmp_path: Path) -> None:
 
 
 def test_request_level_fit_recovers_the_step_overhead(tmp_path: Path) -> None:
-    """A 'measurement' made by simkv itself with a known overhead; the fit finds it again."""
+    """A 'measurement' made by simkv itself with a known overhead; the fit finds it again. The
+    GPU and every other cost knob are explicit, so the scenario does not move with the presets'
+    or the roofline's defaults."""
+    gpu = {"preset": "a100-80gb", "sustained_tflops": 312.0}
+    cost = {"kind": "roofline", "seq_overhead_ms": 0.045, "kv_read_efficiency": 0.75}
     measured_cfg = tmp_path / "truth.yaml"
     measured_cfg.write_text(yaml.safe_dump({
         "name": "truth",
@@ -63,9 +67,9 @@ def test_request_level_fit_recovers_the_step_overhead(tmp_path: Path) -> None:
                      "arrival": {"kind": "poisson", "rate": 20},
                      "prompt_tokens": {"kind": "uniform", "low": 20, "high": 200},
                      "output_tokens": {"kind": "uniform", "low": 5, "high": 60}},
-        "model": {"preset": "llama-3.1-8b", "max_model_len": 512}, "gpu": "a100-80gb",
+        "model": {"preset": "llama-3.1-8b", "max_model_len": 512}, "gpu": gpu,
         "kv_cache": {"num_blocks": 65},  # 64 usable beside vLLM V1's null block
-        "cost_model": {"kind": "roofline", "step_overhead_ms": 6.0},
+        "cost_model": {**cost, "step_overhead_ms": 6.0},
     }))  # fmt: skip
     req = simulate(load_config(measured_cfg), tmp_path).frames.requests.sort_values("req_id")
     arrival = req["arrival_s"] - req["arrival_s"].min()
@@ -77,13 +81,15 @@ def test_request_level_fit_recovers_the_step_overhead(tmp_path: Path) -> None:
     replay = tmp_path / "replay.yaml"
     replay.write_text(yaml.safe_dump({
         "name": "replay", "workload": {"kind": "measured", "path": "measured.csv"},
-        "model": {"preset": "llama-3.1-8b", "max_model_len": 512}, "gpu": "a100-80gb",
+        "model": {"preset": "llama-3.1-8b", "max_model_len": 512}, "gpu": gpu,
         "kv_cache": {"num_blocks": 65},  # 64 usable beside vLLM V1's null block
     }))  # fmt: skip
     profile = tmp_path / "fit.yaml"
+    start = tmp_path / "start.yaml"
+    start.write_text(yaml.safe_dump({**cost, "step_overhead_ms": 2.0}))
     result = RUNNER.invoke(app, ["calibrate", str(tmp_path / "measured.csv"), "--config",
                                  str(replay), "--fit", "step_overhead_ms", "--max-evals", "40",
-                                 "--out", str(profile)])  # fmt: skip
+                                 "--start", str(start), "--out", str(profile)])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert read_profile(profile).step_overhead_ms == pytest.approx(6.0, rel=0.01)
     assert "→ 0.0%" in result.output

@@ -39,7 +39,8 @@ def synthetic_samples() -> list[StepSample]:
     """Steps priced by the model with TRUE's knobs: prefill, decode and mixed shapes."""
     model = RooflineCostModel(TRUE, load_model_preset("llama-3.1-8b"), load_gpu_preset("a100-80gb"),
                               tensor_parallel=1, block_size=16)  # fmt: skip
-    works = [(prefill_work(b, n), "prefill") for b in (1, 2, 4) for n in (128, 512, 2048, 4096)]
+    prompts = (128, 512, 2048, 4096, 8192)  # the longest make attention a visible share
+    works = [(prefill_work(b, n), "prefill") for b in (1, 2, 4) for n in prompts]
     works += [(decode_work(b, c), "decode") for b in (1, 8, 32, 128, 256) for c in (64, 1024, 4096)]
     works += [(_mixed(d, 800, n), "mixed") for d in (16, 64) for n in (256, 1024)]
     return [StepSample(w, "llama-3.1-8b", "a100-80gb", 1, model.step_time_s(w) * 1e3, phase)
