@@ -212,7 +212,7 @@ WHY = """\
   step at the paper's A100-40GB (1,555 GB/s) rather than the 14.0 ms of DistServe's A100-80GB:
   27.2 batched requests, 10.5 % under the paper's 30.42. Orca (Max) batches exactly 7 whenever a
   request waits; its mean is 6.95-6.96 because every step with fewer has an empty queue (with
-  the defaults: 512 steps before the last arrival, 1,003 in the final drain, of 98,665).
+  the defaults: 509 steps before the last arrival, 1,003 in the final drain, of 98,664).
 """
 
 
