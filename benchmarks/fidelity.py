@@ -469,8 +469,8 @@ DIFFERENCES = """## Where simkv differs, and why
   direction for {tokens} tokens at every block size, so without the copy calls swapping in and
   out ({transfer_in_out_ms:.1f} ms) would be cheaper than recomputing ({recompute_ms:.1f} ms) at
   every block size and Figure 19's crossover would not appear (table (a)). Recompute is priced
-  by the roofline, its GEMMs at {gemm_pct:.0f} % of the A100-40GB's {peak_tflops:g} TFLOPS; the
-  absolute ratio of the two depends on these calibrations, the trend does not.
+  by the roofline, its GEMMs at {gemm_pct:.0f} % of the A100-40GB's sustained {peak_tflops:g}
+  TFLOPS; the absolute ratio of the two depends on these calibrations, the trend does not.
 * **Workloads** are synthetic lognormals matched to the paper's means, not the ShareGPT and
   Alpaca traces; tails and medians are assumptions (see Workloads).
 """
