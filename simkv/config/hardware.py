@@ -198,7 +198,8 @@ class GpuSpec(Frozen):
         None,
         description="dense BF16 TFLOP/s a large matmul measurably sustains (the presets: the "
         "ml-engineering MAMF table, else torch BF16 matmul at 8192^3; cited in each preset's "
-        "source); None: peak_tflops",
+        "source); None: peak_tflops. Overriding a preset's peak_tflops drops its measured "
+        "rate unless this is given too",
     )
     hbm_bandwidth_gbps: PositiveFloat
     host_link_gbps: PositiveFloat
@@ -209,7 +210,12 @@ class GpuSpec(Frozen):
     @model_validator(mode="before")
     @classmethod
     def _resolve_preset(cls, data: Any) -> Any:
-        return _expand_preset("gpus", data)
+        expanded = _expand_preset("gpus", data)
+        overrides = data if isinstance(data, Mapping) and "preset" in data else {}
+        if "peak_tflops" in overrides and "sustained_tflops" not in overrides:
+            # the preset's measured rate is its own board's: a new peak describes another board
+            return {**expanded, "sustained_tflops": None}
+        return expanded
 
     @property
     def peak_flops_per_s(self) -> float:

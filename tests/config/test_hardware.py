@@ -115,6 +115,22 @@ def test_config_accepts_preset_name_override_and_inline() -> None:
     assert inline == by_name
 
 
+def test_overriding_a_presets_peak_drops_its_measured_rate_unless_restated() -> None:
+    """A preset's ``sustained_tflops`` measures its own board; a user's new peak describes
+    another one, so the measurement goes with it (the new peak prices the GEMMs)."""
+    a100 = GpuSpec.model_validate("a100-80gb")
+    assert a100.tensor_flops_per_s == 271.2e12
+    new_peak = GpuSpec.model_validate({"preset": "a100-80gb", "peak_tflops": 400.0})
+    assert new_peak.sustained_tflops is None
+    assert new_peak.tensor_flops_per_s == 400e12
+    both = GpuSpec.model_validate({"preset": "a100-80gb", "peak_tflops": 400.0,
+                                   "sustained_tflops": 300.0})  # fmt: skip
+    assert both.tensor_flops_per_s == 300e12
+    other_key = GpuSpec.model_validate({"preset": "a100-80gb", "hbm_bandwidth_gbps": 1000.0})
+    assert other_key.sustained_tflops == 271.2
+    assert GpuSpec.model_validate(a100.model_dump()) == a100  # an inline spec keeps its rate
+
+
 def test_resolved_config_dump_shows_every_number() -> None:
     dumped = Deployment.model_validate({"model": "opt-13b", "gpu": "a100-40gb"}).model_dump()
     assert dumped["model"]["num_layers"] == 40
