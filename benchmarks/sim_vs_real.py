@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 from doc_blocks import SIM_VS_REAL, write_block
 
-from simkv.calibrate.api import RUN_KNOBS, STEP_KNOBS
+from simkv.calibrate.api import RUN_KNOBS, step_knobs
 from simkv.calibrate.fit import fit_run, fit_steps, step_errors
 from simkv.calibrate.runs import run_objective
 from simkv.calibrate.steps import StepSample, read_step_samples
@@ -61,12 +61,6 @@ RUNS = {
 }  # fmt: skip
 DISTSERVE = MEASURED / "distserve" / "profiler-a100-80g.vllm.json"
 SPLITWISE = MEASURED / "splitwise" / "perf_model_a100.csv"
-TP_KNOBS = (
-    "worker_overhead_ms",
-    "allreduce_latency_us",
-    "nvlink_hop_latency_us",
-    "interconnect_efficiency",
-)
 FIG13_RATES = {"sharegpt": 2.0, "alpaca": 30.0}  # the rates of the paper's Figure 13, req/s
 PAPER_FIG13 = {"sharegpt_vllm_v0": 30.42, "sharegpt_orca_max": 7.00}
 PRIOR = RooflineCostConfig(step_overhead_ms=1.0, seq_overhead_ms=0.02)
@@ -103,7 +97,7 @@ def _step_row(
     label: str, held_label: str, train: list[StepSample], test: list[StepSample]
 ) -> StepRow:
     """The table row and the held-out error per tp degree and phase."""
-    result = fit_steps(RooflineCostConfig(), train, (*STEP_KNOBS, *TP_KNOBS))
+    result = fit_steps(RooflineCostConfig(), train, step_knobs(train))
     errors = step_errors(result.config, test)
     groups: dict[tuple[int, str], list[float]] = {}
     for sample, error in zip(test, errors, strict=True):
@@ -132,7 +126,7 @@ def step_level() -> tuple[list[list[str]], list[list[str]], RooflineCostConfig]:
         row, by_group = _step_row(label, held_label, train, test)
         rows.append(row)
         groups += by_group
-    paper_era = fit_steps(RooflineCostConfig(), opt13, (*STEP_KNOBS, *TP_KNOBS)).config
+    paper_era = fit_steps(RooflineCostConfig(), opt13, step_knobs(opt13)).config
     return rows, groups, paper_era
 
 

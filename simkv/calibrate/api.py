@@ -24,7 +24,7 @@ from simkv.errors import InputError
 from simkv.measured import MeasuredRun, read_measured_run
 from simkv.metrics.validation import Validation
 
-__all__ = ["RUN_KNOBS", "STEP_KNOBS", "Calibration", "calibrate", "residual_rows"]
+__all__ = ["RUN_KNOBS", "STEP_KNOBS", "Calibration", "calibrate", "residual_rows", "step_knobs"]
 
 STEP_KNOBS = (
     "step_overhead_ms",
@@ -34,13 +34,13 @@ STEP_KNOBS = (
     "kv_read_efficiency",
     "attention_efficiency",
 )
-"""Knobs a step-level fit changes by default (plus the all-reduce ones when tp > 1). The
-weight-read efficiency keeps its value (0.9 of the HBM spec): streaming the weights costs the
-same in every step, so step data confound it with the fixed overhead and, across tp degrees,
-with the all-reduce latency's growth. Fitted anyway, it leaves the physical range (DistServe's
-OPT-13B asks for 2.1, Splitwise's Llama-2-70B for 0.66) and extrapolates badly: held out on
-Splitwise TP 8, decode steps come out about 16 % slow with it fitted, within 3 % with it
-held (benchmarks/sim_vs_real.py)."""
+"""Knobs a step-level fit changes by default (plus, when tp > 1, the per-worker and all-reduce
+ones: :func:`step_knobs`). The weight-read efficiency keeps its value (0.9 of the HBM spec):
+streaming the weights costs the same in every step, so step data confound it with the fixed
+overhead and, across tp degrees, with the all-reduce latency's growth. Fitted anyway, it
+leaves the physical range (DistServe's OPT-13B asks for 2.1, Splitwise's Llama-2-70B for 0.66)
+and extrapolates badly: held out on Splitwise TP 8, decode steps come out about 16 % slow
+with it fitted, within 3 % with it held (benchmarks/sim_vs_real.py)."""
 RUN_KNOBS = ("step_overhead_ms", "seq_overhead_ms", "gemm_efficiency", "kv_read_efficiency")
 """Knobs a request-level fit changes by default: each run simulation costs a fraction of a
 second, so four — the host overheads, which set TPOT at small batches, and the two
@@ -60,12 +60,16 @@ class Calibration:
     validations: tuple[tuple[str, Validation], ...] = ()  # request level: each run, fitted
 
 
-def _tp_knobs(samples: Sequence[StepSample]) -> tuple[str, ...]:
+def step_knobs(samples: Sequence[StepSample]) -> tuple[str, ...]:
+    """The knobs a step-level fit of ``samples`` changes by default: :data:`STEP_KNOBS`, plus,
+    when some step ran at tp > 1, the per-worker overhead and the all-reduce knobs of the links
+    those steps used."""
     if all(s.tensor_parallel == 1 for s in samples):
-        return ()
+        return STEP_KNOBS
     links = {load_gpu_preset(s.gpu).interconnect for s in samples if s.tensor_parallel > 1}
     hops = tuple(f"{link}_hop_latency_us" for link in sorted(links))
-    return ("worker_overhead_ms", "allreduce_latency_us", *hops, "interconnect_efficiency")
+    tp = ("worker_overhead_ms", "allreduce_latency_us", *hops, "interconnect_efficiency")
+    return (*STEP_KNOBS, *tp)
 
 
 def _step_samples(
@@ -132,7 +136,7 @@ def calibrate(
         raise InputError("mix of step tables and measured runs: calibrate them separately")
     if all(steps):
         samples = _step_samples(sources, model, gpu, tp)
-        chosen = check_knobs(knobs) if knobs else (*STEP_KNOBS, *_tp_knobs(samples))
+        chosen = check_knobs(knobs) if knobs else step_knobs(samples)
         return Calibration(fit_steps(start, samples, chosen), "step", _label(sources),
                            tuple(samples))  # fmt: skip
     replays = _replays(sources, configs, model, gpu)
