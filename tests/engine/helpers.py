@@ -34,20 +34,37 @@ def tiny_data(
     rows = ["arrival_s,prompt_tokens,output_tokens"]
     rows += [f"{a},{p},{o}" for a, p, o in requests]
     trace.write_text("\n".join(rows) + "\n")
+    workload = {"kind": "trace", "path": str(trace), "format": "generic",
+                "columns": {"arrival_s": "arrival_s"}}  # fmt: skip
+    return tiny_document(tmp_path, "tiny", workload, scheduler, num_blocks=num_blocks,
+                         block_size=block_size, max_model_len=max_model_len, **extra)  # fmt: skip
+
+
+def tiny_document(
+    tmp_path: Path,
+    name: str,
+    workload: dict[str, Any],
+    scheduler: dict[str, Any],
+    *,
+    num_blocks: int,
+    block_size: int,
+    max_model_len: int,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A config document over ``workload`` with Llama-2-7B's shapes on an A100-80GB, an explicit
+    KV pool and a two-point step table (a step of n tokens takes 10 + n ms; written into
+    ``tmp_path``), so hand-computed times do not move with the cost model's defaults."""
     table = tmp_path / "steps.csv"
     table.write_text("num_tokens,step_time_ms\n1,11\n100,110\n")
     data: dict[str, Any] = {
-        "name": "tiny",
-        "workload": {
-            "kind": "trace", "path": str(trace), "format": "generic",
-            "columns": {"arrival_s": "arrival_s"},
-        },
+        "name": name,
+        "workload": workload,
         "model": {"preset": "llama-2-7b", "max_model_len": max_model_len},
         "gpu": "a100-80gb",
         "kv_cache": {"block_size": block_size, "num_blocks": num_blocks},
         "scheduler": scheduler,
         "cost_model": {"kind": "table", "path": str(table)},
-    }  # fmt: skip
+    }
     data.update(extra)
     return data
 

@@ -18,6 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from simkv.cli import app
+from tests.engine.helpers import tiny_document
 
 MS = 1e-3
 runner = CliRunner()
@@ -51,17 +52,8 @@ def _config(
     block_size: int,
     extra: dict[str, Any],
 ) -> Path:
-    table = tmp_path / "steps.csv"
-    table.write_text("num_tokens,step_time_ms\n1,11\n100,110\n")
-    data: dict[str, Any] = {
-        "name": "conformance", "workload": workload,
-        "model": {"preset": "llama-2-7b", "max_model_len": max_model_len},
-        "gpu": "a100-80gb",
-        "kv_cache": {"block_size": block_size, "num_blocks": num_blocks},
-        "scheduler": scheduler,
-        "cost_model": {"kind": "table", "path": str(table)},
-        **extra,
-    }  # fmt: skip
+    data = tiny_document(tmp_path, "conformance", workload, scheduler, num_blocks=num_blocks,
+                         block_size=block_size, max_model_len=max_model_len, **extra)  # fmt: skip
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
