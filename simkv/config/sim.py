@@ -209,9 +209,11 @@ def apply_measured_engine(doc: YamlDoc) -> dict[str, object]:
         return {}
     # imported here: simkv.measured summarises runs with simkv.metrics.summary, which imports
     # this module
-    from simkv.measured import engine_overrides, read_engine_settings
+    from simkv.measured import check_single_engine, engine_overrides, read_engine_settings
 
-    fill = _unset(doc.data, engine_overrides(read_engine_settings(path)))
+    settings = read_engine_settings(path)
+    check_single_engine(path, settings)
+    fill = _unset(doc.data, engine_overrides(settings))
     for key, value in fill.items():
         keys = key.split(".")
         parent_of(doc.data, keys)[keys[-1]] = value

@@ -40,6 +40,10 @@ _SOURCES: dict[str, tuple[tuple[str, ...], ...]] = {
     "gpu": (("hardware", "device_name"),),
     "tensor_parallel": ((_RC, "parallel_config", "tensor_parallel_size"),
                         ("engine_kwargs", "tensor_parallel_size")),
+    "data_parallel": ((_RC, "parallel_config", "data_parallel_size"),
+                      ("engine_kwargs", "data_parallel_size")),
+    "expert_parallel": ((_RC, "parallel_config", "enable_expert_parallel"),
+                        ("engine_kwargs", "enable_expert_parallel")),
     "max_num_seqs": ((_RC, "scheduler_config", "max_num_seqs"), ("engine_kwargs", "max_num_seqs")),
     "max_num_batched_tokens": ((_RC, "scheduler_config", "max_num_batched_tokens"),
                                ("engine_kwargs", "max_num_batched_tokens")),
@@ -101,6 +105,12 @@ def engine_settings(meta: JsonDoc) -> EngineSettings:
     if version is not None:
         values["engine_version"] = f"vllm {_typed(meta, ('vllm_version',), version, str)}"
     return EngineSettings(**values)  # type: ignore[arg-type]
+
+
+def data_parallel_keys(meta: JsonDoc) -> tuple[str, ...]:
+    """The key path ``meta.json`` records the data-parallel size under (its first source)."""
+    found = (keys for keys in _SOURCES["data_parallel"] if _lookup(meta.data, keys) is not None)
+    return next(found, _SOURCES["data_parallel"][-1])
 
 
 def _columns(table: Table) -> RequestColumns:

@@ -70,6 +70,23 @@ def _exists(path: Path) -> None:
         )  # fmt: skip
 
 
+def check_single_engine(path: str | Path, settings: EngineSettings | None) -> None:
+    """Refuse, as an :class:`InputError` at the recording field, a measurement served by more
+    than one engine side by side (``settings.data_parallel`` > 1): a replay runs one engine,
+    and simkv models neither data-parallel load balancing nor expert parallelism."""
+    engines = settings.data_parallel if settings else None
+    if engines is None or engines <= 1:
+        return
+    experts = ", with expert parallelism" if settings and settings.expert_parallel else ""
+    message = (f"the run was served by {engines} data-parallel engines{experts}; simkv replays "
+               "a single engine and models neither data nor expert parallelism")  # fmt: skip
+    folder = _run_folder(Path(path))
+    if folder is None:
+        raise InputError(message, file=path, field="data_parallel")
+    meta = llmservingsim.read_meta(folder)
+    raise meta.fail(message, *llmservingsim.data_parallel_keys(meta))
+
+
 def read_measured_run(path: str | Path) -> MeasuredRun:
     """Read a measurement in any supported format (see the module docstring).
 

@@ -39,12 +39,16 @@ class EngineSettings:
     ``max_num_batched_tokens`` the token budget per step, ``block_size`` tokens per KV block,
     ``num_gpu_blocks`` the KV blocks the engine allocated, ``dtype``/``kv_cache_dtype`` the
     engine's spelling (e.g. ``bfloat16``, ``auto``), ``engine_version`` e.g. ``vllm 0.19.0``,
-    ``reserve_full_prompt`` vLLM's ``scheduler_reserve_full_isl``.
+    ``reserve_full_prompt`` vLLM's ``scheduler_reserve_full_isl``, ``data_parallel`` the number
+    of engines serving the run side by side (vLLM's ``data_parallel_size``) and
+    ``expert_parallel`` whether their experts were sharded across them.
     """
 
     model: str | None = None
     gpu: str | None = None
     tensor_parallel: int | None = None
+    data_parallel: int | None = None
+    expert_parallel: bool | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     max_model_len: int | None = None

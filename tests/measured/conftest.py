@@ -13,6 +13,7 @@ MEASURED = Path(__file__).resolve().parents[2] / "traces" / "measured"
 LLMSERVINGSIM = MEASURED / "llmservingsim-vllm0.19"
 RTX4090 = LLMSERVINGSIM / "RTX4090_Llama-3.1-8B"
 RTXPRO6000 = LLMSERVINGSIM / "RTXPRO6000_Llama-3.1-8B"
+QWEN3_32B = LLMSERVINGSIM / "RTXPRO6000_Qwen3-32B"
 STREAM = LLMSERVINGSIM / "sharegpt-llama-3.1-8b-300-sps10.jsonl"
 
 
@@ -24,6 +25,11 @@ def rtx4090() -> MeasuredRun:
 @pytest.fixture(scope="session")
 def rtxpro6000() -> MeasuredRun:
     return read_measured_run(RTXPRO6000)
+
+
+@pytest.fixture(scope="session")
+def qwen3_32b() -> MeasuredRun:
+    return read_measured_run(QWEN3_32B)
 
 
 def request(i: int, queued: float, prompt: int = 4, output: int = 3, **times: float) -> dict:

@@ -32,3 +32,10 @@ def test_settings_directly_and_none():
         "kv_cache.prefix_caching": "none"
     }
     assert engine_overrides(None) == {}
+
+
+def test_qwen3_32b_tensor_parallel_run(qwen3_32b):
+    assert qwen3_32b.engine.tensor_parallel == 2
+    assert qwen3_32b.engine.data_parallel == 1
+    assert qwen3_32b.engine.expert_parallel is False
+    assert engine_overrides(qwen3_32b)["parallel.tensor_parallel"] == 2

@@ -24,6 +24,7 @@ def test_rtx4090_run(rtx4090):
     assert (req["first_scheduled_s"] >= req["arrival_s"]).all()
     assert rtx4090.engine == EngineSettings(
         model="meta-llama/Llama-3.1-8B", gpu="NVIDIA GeForce RTX 4090", tensor_parallel=1,
+        data_parallel=1, expert_parallel=False,
         max_num_seqs=256, max_num_batched_tokens=2048, max_model_len=32768, block_size=16,
         num_gpu_blocks=2588, enable_prefix_caching=True, enable_chunked_prefill=True,
         reserve_full_prompt=True, dtype="bfloat16", kv_cache_dtype="auto",

@@ -10,7 +10,7 @@ import pytest
 
 from simkv.measured import MeasuredRun
 from simkv.measured.metrics import measured_metrics
-from tests.measured.conftest import RTX4090, RTXPRO6000
+from tests.measured.conftest import QWEN3_32B, RTX4090, RTXPRO6000
 
 ROWS = {"TTFT": "ttft", "TPOT": "tpot", "Latency": "e2el"}
 STATS = {"Mean": "mean", "Median": "median", "P90": "p90", "P99": "p99"}
@@ -26,7 +26,10 @@ def vllm_column(folder) -> dict[str, float]:
     return out
 
 
-@pytest.mark.parametrize(("folder", "fixture"), [(RTX4090, "rtx4090"), (RTXPRO6000, "rtxpro6000")])
+@pytest.mark.parametrize(
+    ("folder", "fixture"),
+    [(RTX4090, "rtx4090"), (RTXPRO6000, "rtxpro6000"), (QWEN3_32B, "qwen3_32b")],
+)
 def test_golden_values_of_the_validation_summary(folder, fixture, request):
     golden = vllm_column(folder)
     assert len(golden) == 12
