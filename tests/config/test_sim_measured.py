@@ -83,6 +83,15 @@ def test_shipped_configs(name):
     assert cfg.scheduler.max_num_batched_tokens == 2048
 
 
+def test_shipped_tensor_parallel_config():
+    """Qwen3-32B at TP 2 over PCIe: the TP degree comes from meta.json, the context from the
+    model preset (the short meta.json records no max_model_len)."""
+    cfg = load_config(ROOT / "configs" / "measured" / "rtxpro6000_qwen3_32b.yaml")
+    assert cfg.parallel.tensor_parallel == 2 and cfg.gpu.interconnect == "pcie"
+    assert (cfg.model.name, cfg.model.max_model_len) == ("qwen3-32b", 40960)
+    assert (cfg.scheduler.max_num_seqs, cfg.scheduler.max_num_batched_tokens) == (128, 2048)
+
+
 def test_shipped_config_simulates(tmp_path):
     path = ROOT / "configs" / "measured" / "rtx4090_llama31_8b.yaml"
     cfg = load_config(path, ["workload.limit=40"])
