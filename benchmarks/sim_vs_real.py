@@ -50,6 +50,7 @@ from simkv.calibrate.fit import fit_run, fit_steps, step_errors
 from simkv.calibrate.runs import run_objective
 from simkv.calibrate.steps import StepSample, read_step_samples
 from simkv.config.cost import RooflineCostConfig
+from simkv.config.profile import read_profile
 from simkv.config.sim import load_config
 from simkv.measured import read_measured_run
 from simkv.runner import simulate
@@ -80,10 +81,11 @@ DISTSERVE = MEASURED / "distserve" / "profiler-a100-80g.vllm.json"
 SPLITWISE = MEASURED / "splitwise" / "perf_model_a100.csv"
 FIG13_RATES = {"sharegpt": 2.0, "alpaca": 30.0}  # the rates of the paper's Figure 13, req/s
 PAPER_FIG13 = {"sharegpt_vllm_v0": 30.42, "sharegpt_orca_max": 7.00}
-PRIOR = RooflineCostConfig(step_overhead_ms=1.0, seq_overhead_ms=0.02)
-"""Start and prior centre of every request-level fit: the defaults, except the two knobs the
-defaults fitted to the two bundled runs, set to round values chosen without either run:
-1 ms a step and 0.02 ms a sequence (the order of a CUDA-graph decode step's host work)."""
+PRIOR = read_profile(ROOT / "configs" / "measured" / "profiles" / "host_prior.yaml")
+"""Start and prior centre of every request-level fit here and of the defaults' own fit: the
+defaults, except the two knobs fitted to the two Llama runs, set to round values chosen without
+any run: 1 ms a step and 0.02 ms a sequence (the order of a CUDA-graph decode step's
+host work)."""
 HOST_KNOBS = ("step_overhead_ms", "seq_overhead_ms")
 """What a held-out request-level fit changes on the training run: the engine's host side."""
 """The paper's values this benchmark checks (Figure 13, mean batched requests); the other
@@ -174,37 +176,37 @@ WHY = """\
 
 - **Defaults are in sample on the Llama-3.1-8B runs.** The roofline's two host overheads
   were fitted to these two runs together (every efficiency at its documented value), so their
-  *defaults* column is not a prediction; the Qwen3-32B run was not used, and its 7.5 % is.
+  *defaults* column is not a prediction; the Qwen3-32B run was not used, and its 8.5 % is.
   The RTX 4090 run is KV-bound (2,588 blocks, TTFT is a minute of queueing), so its error
   follows admission and preemption as much as step time; vLLM 0.19 admits a request only when
   its whole prompt fits (`scheduler.reserve_full_prompt`, from the run's `meta.json`). The
   held-out fits start from round priors instead (the script's `PRIOR`) and change only the
   host overheads, so nothing in that column was fitted on the run it predicts.
-- **The GPUs' sustained GEMM rates.** The GEMM and attention terms are priced against each
-  preset's measured sustained BF16 rate (`sustained_tflops`: one public torch matmul harness at
-  8192³), not its spec peak: the RTX PRO 6000 sustains 350 of its 504 spec TFLOPS, the RTX 4090
-  160 of 165. Priced at the spec peaks, as before, the held-out errors were 25.7 % (RTX PRO
-  6000, simulated too fast) and 9.2 % (RTX 4090).
-- **RTX PRO 6000 predicted from the RTX 4090 (13.6 %): the 4090 run cannot split its host
-  time.** It keeps 24-47 sequences running almost all the time, so it fixes only
-  `step + 33 · seq` (about 1.1 ms): along that line its own error stays at 0.6-0.7 % while the
-  RTX PRO 6000's, at 128 sequences, goes from 19.1 % (1.1 ms a step, nothing a sequence) to
-  6.4 % (0.02 ms a step, 0.033 ms a sequence). The held-out fit takes the split of its prior
-  (1 ms : 0.02 ms, chosen before either run was seen): 0.65 ms + 0.014 ms a sequence. Fitted on
-  its own run, the RTX PRO 6000 machine spends 1.4 ms + 0.032 ms a sequence, 2.2× the 4090
-  machine's host time at 33 sequences (two different hosts, whose CPUs the runs do not record).
-  A prior putting the host time on the sequences would meet 10 % here, but choosing it after
-  this comparison would fit the held-out run, and the 4090 run itself leans the other way: its
-  per-second generation throughput (`timeseries.csv`) is matched best with all of it per step
-  (mean abs. error 145 tok/s, against 165 with all of it per sequence, of 1,064).
+- **The GPUs' sustained rates, and which RTX PRO 6000.** The GEMM and attention terms are
+  priced against each preset's measured sustained BF16 rate (`sustained_tflops`: one public
+  torch matmul harness at 8192³), not its spec peak. The RTX PRO 6000 runs' `meta.json` does not
+  name the board; the layer profiles their publisher took a day earlier on the same hardware
+  with the same vLLM record an RTX PRO 6000 Blackwell *Server Edition*, whose memory runs at
+  1,597 GB/s, not the Workstation Edition's 1,792, and which sustains 409 TFLOPS, so the replays
+  use the `rtx-pro-6000-server` preset. Those profiles confirm both figures: one Llama-3.1-8B
+  layer's linear weights stream at 1,423-1,454 GB/s at 1-8 tokens (0.9 of 1,597, the
+  weight-read efficiency simkv assumes) and its linear layers compute 396 TFLOPS at 2,048 tokens.
+  Replayed on the Workstation Edition's figures, the RTX PRO 6000 run predicted from the RTX
+  4090 missed by 13.6 %, and by 25.7 % at the Workstation's spec peak.
+- **The host split.** The 4090 run keeps 24-47 sequences running almost all the time, so it
+  fixes only `step + 33 · seq`; the held-out fit takes the split of its prior (1 ms : 0.02 ms,
+  chosen before either run was seen). Fitted on their own runs, the two hosts spend 0.65 ms +
+  0.014 ms a sequence (RTX 4090) and 1.42 ms + 0.022 ms a sequence (RTX PRO 6000): two
+  different machines, whose CPUs the runs do not record.
 - **Qwen3-32B at TP 2 (PCIe).** Predicted from the Llama run of the same host, simkv is fast
-  throughout (TTFT and TPOT 5-10 % short); calibrated on the run itself it needs 1.12 ms a
-  step and 0.084 ms a sequence of host time, 2.6× the Llama run's 0.032 ms a sequence. One
-  reading is the engine: at TP > 1 vLLM 0.19 runs each GPU's worker in its own process and
-  broadcasts every step's scheduler output to them (`vllm/v1/executor/multiproc_executor.py`),
-  work that grows with the batch and that a TP-1 engine does not do; the other is an all-reduce
-  dearer over PCIe than the ring's 70 µs hops. The run cannot tell them apart, so the reverse
-  pairing fails: host overheads fitted on Qwen3-32B predict the Llama run 26.8 % slow.
+  throughout (TTFT 9-13 % and TPOT 5-10 % short with the defaults); calibrated on the run
+  itself it needs 1.09 ms a step and 0.079 ms a sequence of host time, 3.6× the Llama run's
+  0.022 ms a sequence. One reading is the engine: at TP > 1 vLLM 0.19 runs each GPU's worker
+  in its own process and broadcasts every step's scheduler output to them
+  (`vllm/v1/executor/multiproc_executor.py`), work that grows with the batch and that a TP-1
+  engine does not do; the other is an all-reduce dearer over PCIe than the ring's 70 µs hops.
+  The run cannot tell them apart, so the reverse pairing fails: host overheads fitted on
+  Qwen3-32B predict the Llama run 29.8 % slow.
 - **Step level, in sample (DistServe 6.2 %, Splitwise 6.4 %, not 2 %).** The DistServe profile
   is itself two fitted lines with a jump at 95 sequences (TP 1, 95 sequences of 1,024 tokens:
   86.9 ms by the small-batch line, 79.3 ms by the large-batch one); a roofline is continuous.

@@ -80,27 +80,32 @@ class RooflineCostConfig(TransferCostConfig):
     and attention efficiencies are fractions of the GPU's tensor rate: its measured sustained
     BF16 GEMM rate where the preset has one, else its spec peak
     (:attr:`~simkv.config.hardware.GpuSpec.tensor_flops_per_s`). Only the two host overheads
-    were fitted, jointly to the two vLLM 0.19 runs bundled under ``traces/measured``, every
-    efficiency held at its documented value::
+    were fitted, jointly to the two vLLM 0.19 Llama-3.1-8B runs bundled under
+    ``traces/measured`` (an RTX 4090 and an RTX PRO 6000 Server Edition), every efficiency held
+    at its documented value, from round values chosen before either run was seen
+    (``configs/measured/profiles/host_prior.yaml``: 1 ms and 0.02 ms)::
 
-        simkv calibrate RTX4090_Llama-3.1-8B RTXPRO6000_Llama-3.1-8B \
+        simkv calibrate traces/measured/llmservingsim-vllm0.19/RTX4090_Llama-3.1-8B \
+            traces/measured/llmservingsim-vllm0.19/RTXPRO6000_Llama-3.1-8B \
             --config configs/measured/rtx4090_llama31_8b.yaml \
             --config configs/measured/rtxpro6000_llama31_8b.yaml \
-            --fit step_overhead_ms,seq_overhead_ms
+            --fit step_overhead_ms,seq_overhead_ms \
+            --start configs/measured/profiles/host_prior.yaml
 
-    (the run folders under ``traces/measured/llmservingsim-vllm0.19``; 0.768 ms and 0.0378 ms,
-    mean abs. error 3.8 % and 0.9 %). ``simkv calibrate`` fits any knob to other measurements.
+    (0.634 ms and 0.0283 ms, mean abs. error 2.1 % and 1.2 %). The bundled Qwen3-32B run (TP 2)
+    was left out of the fit, so simkv's error on it is a prediction. ``simkv calibrate`` fits
+    any knob to other measurements.
     """
 
     kind: Literal["roofline"] = "roofline"
     step_overhead_ms: NonNegativeFloat = Field(
-        0.77,
-        description="ms per step; default: vLLM 0.19's bundled runs (traces/measured, "
-        "joint fit of the two host overheads: 0.768 ms)",
+        0.63,
+        description="ms per step; default: vLLM 0.19's bundled Llama-3.1-8B runs "
+        "(traces/measured, joint fit of the two host overheads: 0.634 ms)",
     )
     seq_overhead_ms: NonNegativeFloat = Field(
-        0.038,
-        description="ms per sequence per step; default: the same joint fit (0.0378 ms; "
+        0.028,
+        description="ms per sequence per step; default: the same joint fit (0.0283 ms; "
         "the 2023-era vLLM of DistServe's profile: 0.02-0.12 ms)",
     )
     worker_overhead_ms: NonNegativeFloat = Field(

@@ -43,6 +43,7 @@ GPUS = [
     "l40s",
     "rtx-4090",
     "rtx-pro-6000",
+    "rtx-pro-6000-server",
 ]
 # Qwen3 sets head_dim explicitly (128), so its attention is wider than the residual stream.
 WIDE_ATTENTION = {"qwen3-30b-a3b": 32 * 128, "qwen3-32b": 64 * 128}

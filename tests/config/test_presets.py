@@ -65,14 +65,16 @@ def test_a_sustained_gemm_rate_cites_its_measurement_and_sits_below_the_spec_pea
 ) -> None:
     """``sustained_tflops`` comes from a public measurement named in the preset's source: the
     ml-engineering MAMF table, else torch BF16 matmul at 8192^3 (zzc0721/torch-performance-test-
-    data); a board sustains less than its spec peak, never more."""
+    data: one of its issues, or its curated database.md); a board sustains less than its spec
+    peak, never more."""
     gpu = load_gpu_preset(name)
     if gpu.sustained_tflops is None:
         assert gpu.tensor_flops_per_s == gpu.peak_flops_per_s
         return
     assert gpu.source is not None
     assert f"sustained BF16 matmul {gpu.sustained_tflops:g} TFLOPS measured (" in gpu.source
-    harnesses = ("ml-engineering MAMF table", "zzc0721/torch-performance-test-data issue #")
+    harnesses = ("ml-engineering MAMF table", "zzc0721/torch-performance-test-data issue #",
+                 "zzc0721/torch-performance-test-data database.md")  # fmt: skip
     assert any(harness in gpu.source for harness in harnesses)
     assert gpu.sustained_tflops < gpu.peak_tflops
     assert gpu.tensor_flops_per_s == gpu.sustained_tflops * 1e12
@@ -83,7 +85,7 @@ def test_the_presets_with_a_sustained_rate() -> None:
     assert {n: v for n, v in sustained.items() if v is not None} == {
         "a100-40gb": 271.2, "a100-80gb": 271.2, "a100-pcie-40gb": 252.9, "a100-pcie-80gb": 252.9,
         "b200": 1745.0, "h100-80gb": 794.5, "h200": 794.5, "l4": 59.4, "rtx-4090": 160.17,
-        "rtx-pro-6000": 350.31,
+        "rtx-pro-6000": 350.31, "rtx-pro-6000-server": 409.42,
     }  # fmt: skip
 
 
@@ -117,6 +119,7 @@ def test_no_alias_is_shared_by_two_presets(kind: PresetKind) -> None:
         ("gpus", "NVIDIA H100 PCIe", "h100-pcie"),
         ("gpus", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx-pro-6000"),
         ("gpus", "RTXPRO6000", "rtx-pro-6000"),
+        ("gpus", "NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000-server"),
         ("gpus", "a100-80g", "a100-80gb"),
         ("models", "meta-llama/Llama-3.1-8B", "llama-3.1-8b"),
         ("models", "meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),
@@ -212,6 +215,9 @@ def test_gpu_golden_numbers() -> None:
     assert load_gpu_preset("h100-pcie").peak_tflops == 756.0
     pro = load_gpu_preset("rtx-pro-6000")
     assert (pro.memory_bytes, pro.hbm_bandwidth_gbps) == (96 * 2**30, 1792.0)
+    server = load_gpu_preset("rtx-pro-6000-server")  # the same GPU, slower memory
+    assert (server.memory_bytes, server.hbm_bandwidth_gbps) == (96 * 2**30, 1597.0)
+    assert (server.peak_tflops, server.interconnect) == (pro.peak_tflops, "pcie")
     b200 = load_gpu_preset("b200")
     assert (b200.interconnect, b200.interconnect_gbps) == ("nvlink", 900.0)
 

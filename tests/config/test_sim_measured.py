@@ -78,8 +78,9 @@ def test_shipped_configs(name):
     assert cfg.model.max_model_len == 32768 and cfg.kv_cache.prefix_caching == "hash"
     if name.startswith("rtx4090"):
         assert (cfg.kv_cache.num_blocks, cfg.scheduler.max_num_seqs) == (2588, 256)
-    else:
+    else:  # the Server Edition (its publisher's profiles of the same hardware name it)
         assert (cfg.kv_cache.num_blocks, cfg.scheduler.max_num_seqs) == (None, 128)
+        assert (cfg.gpu.name, cfg.gpu.hbm_bandwidth_gbps) == ("rtx-pro-6000-server", 1597.0)
     assert cfg.scheduler.max_num_batched_tokens == 2048
 
 
@@ -88,6 +89,7 @@ def test_shipped_tensor_parallel_config():
     model preset (the short meta.json records no max_model_len)."""
     cfg = load_config(ROOT / "configs" / "measured" / "rtxpro6000_qwen3_32b.yaml")
     assert cfg.parallel.tensor_parallel == 2 and cfg.gpu.interconnect == "pcie"
+    assert cfg.gpu.name == "rtx-pro-6000-server"
     assert (cfg.model.name, cfg.model.max_model_len) == ("qwen3-32b", 40960)
     assert (cfg.scheduler.max_num_seqs, cfg.scheduler.max_num_batched_tokens) == (128, 2048)
 
