@@ -265,6 +265,19 @@ class RooflineCostModel(_BlockTransfers):
                 2 * model.num_layers * ring_factor * token_bytes / link_rate
             )
 
+    def linear_s(self, tokens: int, seqs: int, experts: float | None = None) -> float:
+        """The linear layers of a step computing ``tokens`` tokens for ``seqs`` sampled
+        sequences: its GEMM FLOPs or its streamed weights, whichever takes longer. A mixture of
+        experts streams ``experts`` routed experts per layer (default: the expected number the
+        step's tokens touch)."""
+        gemm_s = tokens * self._gemm_per_token_s + seqs * self._gemm_per_seq_s
+        stream_s = self._weights_s
+        if self._num_experts:
+            if experts is None:
+                experts = self._num_experts * (1.0 - self._expert_miss**tokens)
+            stream_s += experts * self._expert_stream_s
+        return gemm_s if gemm_s > stream_s else stream_s
+
     def step_time_s(self, work: Work) -> float:
         prefill = work.prefill_tokens
         tokens = prefill + work.decode_tokens
@@ -274,14 +287,9 @@ class RooflineCostModel(_BlockTransfers):
         overhead_s = self._overhead_s + seqs * self._seq_s
         if prefill:
             overhead_s += (seqs - work.decode_tokens) * self._prefill_s
-        gemm_s = tokens * self._gemm_per_token_s + seqs * self._gemm_per_seq_s
-        stream_s = self._weights_s
-        if self._num_experts:
-            touched = self._num_experts * (1.0 - self._expert_miss**tokens)
-            stream_s += touched * self._expert_stream_s
         return (
             overhead_s
-            + (gemm_s if gemm_s > stream_s else stream_s)
+            + self.linear_s(tokens, seqs)
             + work.attention_pairs * self._pair_s
             + work.kv_read_tokens * self._kv_read_per_token_s
             + tokens * (self._kv_write_per_token_s + self._allreduce_per_token_s)

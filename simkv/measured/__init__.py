@@ -7,7 +7,8 @@ names;
 ``engine_overrides`` maps its engine settings onto simkv config keys (``check_single_engine``
 refuses a run served by several engines side by side); ``measured_workload``
 turns it into a :class:`~simkv.workload.request.Workload` (a ``kind: measured`` workload in a
-config does this).
+config does this). :mod:`simkv.measured.profiles` reads measured kernel times of one decoder
+layer (LLMServingSim's layer profiles).
 """
 
 from simkv.measured.engine import engine_overrides

@@ -1,0 +1,80 @@
+"""Measured kernel times of one decoder layer: LLMServingSim's vLLM layer profiles.
+
+A profile folder (``<hardware>/<org>/<model>/<dtype>/tp<N>/``, as bundled under
+``traces/measured/llmservingsim-profiles``) holds the times vLLM's kernels took on a real GPU,
+one decoder layer at a time, the weights sharded for tensor-parallel degree N:
+
+* ``dense.csv`` — ``layer, tokens, time_us``: each kernel (``qkv_proj``, ``o_proj``,
+  ``gate_up_proj``, ``down_proj``, and the elementwise ones) at each token count;
+* ``moe.csv`` — ``tokens, activated_experts, time_us``: the routed-expert block of a mixture of
+  experts, by how many of its experts the tokens activate.
+
+These are what simkv's linear term is checked against (``benchmarks/sim_vs_real.py``, kernel
+level): :func:`linear_kernel_us` sums a layer's linear kernels at each token count, and
+:func:`decoder_layer` turns a model preset into a one-layer model whose roofline
+(:meth:`simkv.engine.cost_model.RooflineCostModel.linear_s`) prices exactly that layer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from simkv.config.hardware import ModelSpec
+from simkv.errors import InputError
+from simkv.workload.tables import read_table
+
+__all__ = ["LINEAR_KERNELS", "decoder_layer", "linear_kernel_us", "moe_kernel_us"]
+
+LINEAR_KERNELS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+"""The matmuls of a dense decoder layer (a mixture of experts has only the first two in
+``dense.csv``; its experts are in ``moe.csv``)."""
+
+
+def linear_kernel_us(path: Path) -> dict[int, float]:
+    """Token count → µs of the layer's :data:`LINEAR_KERNELS` together, from a ``dense.csv``;
+    every token count must have all four."""
+    table = read_table(path)
+    tokens = table.numbers("tokens", minimum=1, integer=True)
+    times = table.numbers("time_us", minimum=0, integer=False)
+    names = table.column("layer").astype(str).to_numpy()
+    by_tokens: dict[int, dict[str, float]] = {}
+    for name, count, time in zip(names, tokens, times, strict=True):
+        if name in LINEAR_KERNELS:
+            by_tokens.setdefault(int(count), {})[name] = float(time)
+    for count, kernels in sorted(by_tokens.items()):
+        missing = [name for name in LINEAR_KERNELS if name not in kernels]
+        if missing:
+            raise InputError(f"no {missing[0]} time at {count} tokens", file=path, field="layer")
+    if not by_tokens:
+        raise InputError(f"no {LINEAR_KERNELS[0]} rows", file=path, field="layer")
+    return {count: sum(kernels.values()) for count, kernels in sorted(by_tokens.items())}
+
+
+def moe_kernel_us(path: Path) -> np.ndarray:
+    """Rows ``(tokens, activated experts, µs)`` of a ``moe.csv``, in file order."""
+    table = read_table(path)
+    return np.column_stack([
+        table.numbers("tokens", minimum=1, integer=True),
+        table.numbers("activated_experts", minimum=1, integer=True),
+        table.numbers("time_us", minimum=0, integer=False),
+    ])  # fmt: skip
+
+
+def decoder_layer(model: ModelSpec, *, experts_only: bool = False) -> ModelSpec:
+    """One decoder layer of ``model`` as a model of its own, so that the roofline's linear term
+    prices that layer: one layer, a one-token vocabulary with tied embeddings (no LM head to
+    speak of: it costs one ``hidden``-wide vector), and the layer's share of the non-embedding
+    parameters. ``experts_only`` keeps just the routed experts of a mixture of experts (what a
+    ``moe.csv`` measures), beside a one-vector dense part."""
+    layers = model.num_layers
+    if experts_only:
+        if not model.is_moe:
+            raise ValueError(f"{model.name} has no experts")
+        kept = model.expert_parameters // layers + model.hidden_size
+    else:
+        kept = model.num_parameters_nonembedding // layers
+    update = {"name": f"{model.name} (one layer)", "num_layers": 1, "vocab_size": 1,
+              "tie_word_embeddings": True, "num_parameters": kept + model.hidden_size}  # fmt: skip
+    return model.model_copy(update=update)
