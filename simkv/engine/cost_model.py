@@ -278,6 +278,16 @@ class RooflineCostModel(_BlockTransfers):
             stream_s += experts * self._expert_stream_s
         return gemm_s if gemm_s > stream_s else stream_s
 
+    def attention_s(self, work: Work) -> float:
+        """The attention of a step: its prefill attention's FLOPs, the KV it reads from the
+        cache and the KV of its new tokens written there."""
+        tokens = work.prefill_tokens + work.decode_tokens
+        return (
+            work.attention_pairs * self._pair_s
+            + work.kv_read_tokens * self._kv_read_per_token_s
+            + tokens * self._kv_write_per_token_s
+        )
+
     def step_time_s(self, work: Work) -> float:
         prefill = work.prefill_tokens
         tokens = prefill + work.decode_tokens
@@ -290,9 +300,8 @@ class RooflineCostModel(_BlockTransfers):
         return (
             overhead_s
             + self.linear_s(tokens, seqs)
-            + work.attention_pairs * self._pair_s
-            + work.kv_read_tokens * self._kv_read_per_token_s
-            + tokens * (self._kv_write_per_token_s + self._allreduce_per_token_s)
+            + self.attention_s(work)
+            + tokens * self._allreduce_per_token_s
             + self._allreduce_fixed_s
         )
 

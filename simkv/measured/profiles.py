@@ -7,12 +7,17 @@ one decoder layer at a time, the weights sharded for tensor-parallel degree N:
 * ``dense.csv`` — ``layer, tokens, time_us``: each kernel (``qkv_proj``, ``o_proj``,
   ``gate_up_proj``, ``down_proj``, and the elementwise ones) at each token count;
 * ``moe.csv`` — ``tokens, activated_experts, time_us``: the routed-expert block of a mixture of
-  experts, by how many of its experts the tokens activate.
+  experts, by how many of its experts the tokens activate;
+* ``attention.csv`` — ``prefill_chunk, kv_prefill, n_decode, kv_decode, time_us``: the attention
+  layer on a batch of at most one prefill (``prefill_chunk`` new tokens after ``kv_prefill``
+  cached ones) and ``n_decode`` decodes (one new token after ``kv_decode`` cached ones each).
 
-These are what simkv's linear term is checked against (``benchmarks/sim_vs_real.py``, kernel
-level): :func:`linear_kernel_us` sums a layer's linear kernels at each token count, and
-:func:`decoder_layer` turns a model preset into a one-layer model whose roofline
-(:meth:`simkv.engine.cost_model.RooflineCostModel.linear_s`) prices exactly that layer.
+These are what simkv's linear and attention terms are checked against
+(``benchmarks/sim_vs_real.py``, kernel level): :func:`linear_kernel_us` sums a layer's linear
+kernels at each token count, :func:`attention_work` is the step an attention shape stands for,
+and :func:`decoder_layer` turns a model preset into a one-layer model whose roofline
+(:meth:`~simkv.engine.cost_model.RooflineCostModel.linear_s`,
+:meth:`~simkv.engine.cost_model.RooflineCostModel.attention_s`) prices exactly that layer.
 """
 
 from __future__ import annotations
@@ -22,10 +27,18 @@ from pathlib import Path
 import numpy as np
 
 from simkv.config.hardware import ModelSpec
+from simkv.engine.cost_model import StepWork, chunk_attention_pairs
 from simkv.errors import InputError
 from simkv.workload.tables import read_table
 
-__all__ = ["LINEAR_KERNELS", "decoder_layer", "linear_kernel_us", "moe_kernel_us"]
+__all__ = [
+    "LINEAR_KERNELS",
+    "attention_kernel_us",
+    "attention_work",
+    "decoder_layer",
+    "linear_kernel_us",
+    "moe_kernel_us",
+]
 
 LINEAR_KERNELS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 """The matmuls of a dense decoder layer (a mixture of experts has only the first two in
@@ -60,6 +73,32 @@ def moe_kernel_us(path: Path) -> np.ndarray:
         table.numbers("activated_experts", minimum=1, integer=True),
         table.numbers("time_us", minimum=0, integer=False),
     ])  # fmt: skip
+
+
+def attention_kernel_us(path: Path) -> np.ndarray:
+    """Rows ``(prefill_chunk, kv_prefill, n_decode, kv_decode, µs)`` of an ``attention.csv``,
+    in file order; every row has a prefill chunk or a decode."""
+    table = read_table(path)
+    names = ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode")
+    shape = np.column_stack([table.numbers(name, minimum=0, integer=True) for name in names])
+    empty = np.flatnonzero((shape[:, 0] == 0) & (shape[:, 2] == 0))
+    if len(empty):
+        raise table.fail(int(empty[0]), "prefill_chunk", "no prefill chunk and no decode")
+    return np.column_stack([shape, table.numbers("time_us", minimum=0, integer=False)])
+
+
+def attention_work(prefill_chunk: int, kv_prefill: int, n_decode: int, kv_decode: int) -> StepWork:
+    """The step an ``attention.csv`` shape stands for: a prefill chunk after ``kv_prefill``
+    cached tokens (its attention pairs, and the cached KV it reads) beside ``n_decode`` decodes
+    that each read ``kv_decode`` cached tokens and their own new one."""
+    prefill = prefill_chunk > 0
+    return StepWork(
+        prefill_tokens=prefill_chunk,
+        decode_tokens=n_decode,
+        attention_pairs=chunk_attention_pairs(prefill_chunk, kv_prefill) if prefill else 0,
+        kv_read_tokens=(kv_prefill if prefill else 0) + n_decode * (kv_decode + 1),
+        num_seqs=int(prefill) + n_decode,
+    )
 
 
 def decoder_layer(model: ModelSpec, *, experts_only: bool = False) -> ModelSpec:
