@@ -73,17 +73,10 @@ def tiny_config(
     tmp_path: Path,
     requests: list[tuple[float, int, int]],
     scheduler: dict[str, Any],
-    *,
-    num_blocks: int,
-    block_size: int = 4,
-    max_model_len: int = 16,
-    **extra: Any,
+    **keywords: Any,
 ) -> SimConfig:
-    """A config over ``requests`` = [(arrival_s, prompt_tokens, output_tokens), ...]."""
-    data = tiny_data(
-        tmp_path, requests, scheduler, num_blocks=num_blocks, block_size=block_size,
-        max_model_len=max_model_len, **extra,
-    )  # fmt: skip
+    """:func:`tiny_data`'s document (same arguments), validated as a config."""
+    data = tiny_data(tmp_path, requests, scheduler, **keywords)
     return SimConfig.model_validate(yaml.safe_load(yaml.safe_dump(data)))
 
 
