@@ -91,16 +91,23 @@ def _typed(meta: JsonDoc, keys: tuple[str, ...], value: object, kind: type) -> o
     return value.removeprefix("torch.") if isinstance(value, str) else value
 
 
+def _recorded(meta: JsonDoc, name: str) -> tuple[tuple[str, ...], object] | None:
+    """The first of ``_SOURCES[name]`` that ``meta.json`` records: (key path, value)."""
+    for keys in _SOURCES[name]:
+        value = _lookup(meta.data, keys)
+        if value is not None:
+            return keys, value
+    return None
+
+
 def engine_settings(meta: JsonDoc) -> EngineSettings:
     """The engine settings ``meta.json`` records (see ``_SOURCES``); a wrong type is an error."""
     values: dict[str, object] = {}
     types = EngineSettings.field_types()
-    for name, sources in _SOURCES.items():
-        for keys in sources:
-            value = _lookup(meta.data, keys)
-            if value is not None:
-                values[name] = _typed(meta, keys, value, types[name])
-                break
+    for name in _SOURCES:
+        found = _recorded(meta, name)
+        if found is not None:
+            values[name] = _typed(meta, *found, types[name])
     version = meta.data.get("vllm_version")
     if version is not None:
         values["engine_version"] = f"vllm {_typed(meta, ('vllm_version',), version, str)}"
@@ -108,9 +115,9 @@ def engine_settings(meta: JsonDoc) -> EngineSettings:
 
 
 def data_parallel_keys(meta: JsonDoc) -> tuple[str, ...]:
-    """The key path ``meta.json`` records the data-parallel size under (its first source)."""
-    found = (keys for keys in _SOURCES["data_parallel"] if _lookup(meta.data, keys) is not None)
-    return next(found, _SOURCES["data_parallel"][-1])
+    """The key path ``meta.json`` records the data-parallel size under."""
+    found = _recorded(meta, "data_parallel")
+    return found[0] if found else _SOURCES["data_parallel"][-1]
 
 
 def _columns(table: Table) -> RequestColumns:
