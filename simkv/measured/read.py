@@ -73,7 +73,9 @@ def _exists(path: Path) -> None:
 def check_single_engine(path: str | Path, settings: EngineSettings | None) -> None:
     """Refuse, as an :class:`InputError` at the recording field, a measurement served by more
     than one engine side by side (``settings.data_parallel`` > 1): a replay runs one engine,
-    and simkv models neither data-parallel load balancing nor expert parallelism."""
+    and simkv models neither data-parallel load balancing nor expert parallelism. Called where
+    a replay takes the run's engine settings; with ``engine_settings: false`` the run is only
+    a request stream for an engine the config describes, and is not refused."""
     engines = settings.data_parallel if settings else None
     if engines is None or engines <= 1:
         return

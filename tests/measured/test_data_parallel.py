@@ -51,3 +51,14 @@ def test_every_replay_route_refuses_it(dp_run: Path, tmp_path: Path, route: str)
         "and models neither data nor expert parallelism"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_its_requests_still_load_an_engine_the_config_describes(
+    dp_run: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "load.yaml"
+    config.write_text("name: dp\nworkload: {kind: measured, path: dp, engine_settings: false}\n"
+                      "model: {preset: llama-3.1-8b}\ngpu: rtx-pro-6000\n")  # fmt: skip
+    result = runner.invoke(app, ["run", str(config), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "requests.parquet").is_file()
