@@ -42,6 +42,8 @@ KNOBS: dict[str, tuple[float, float]] = {
     "weight_read_efficiency": (0.02, 1.0),
     "kv_read_efficiency": (0.02, 1.0),
     "attention_efficiency": (0.005, 4.0),
+    "attention_floor_us": (0.01, 1000.0),
+    "mixed_gqa_reread": (0.001, 1.0),
     "allreduce_latency_us": (0.1, 5000.0),
     "nvlink_hop_latency_us": (0.01, 1000.0),
     "pcie_hop_latency_us": (0.1, 5000.0),
@@ -79,6 +81,8 @@ that noise-free synthetic data still give back their true knobs within 1 %
 (tests/calibrate/test_fit.py), large enough to pin a direction the data leave flat."""
 
 _START_IF_ZERO = {
+    "attention_floor_us": 1.0,
+    "mixed_gqa_reread": 0.1,
     "worker_overhead_ms": 1.0,
     "seq_overhead_ms": 0.01,
     "prefill_overhead_ms": 0.1,

@@ -12,7 +12,8 @@ Sources, detected from the file (:func:`simkv.config.step_sources.sniff`):
 * a **Splitwise table**: each averaged point is a prefill step (``batch`` prompts from scratch)
   and a decode step (``batch`` sequences at the mean context ``prompt + generated / 2``);
 * a **generic step CSV**: ``step_time_ms, prefill_tokens, decode_tokens, num_seqs,
-  kv_read_tokens`` and optionally ``attention_pairs`` (default 0) and ``tensor_parallel``
+  kv_read_tokens`` and optionally ``attention_pairs`` (default 0), ``prefill_kv_tokens``
+  (the part of ``kv_read_tokens`` its prefill chunks read, default 0) and ``tensor_parallel``
   (default 1); model and GPU named by the caller.
 
 Every problem is an :class:`~simkv.errors.InputError` naming the file, line and field.
@@ -156,10 +157,15 @@ def _read_generic(path: Path, model: str | None, gpu: str | None) -> list[StepSa
     for line, row in rows(path, _GENERIC):
         ints = {
             key: integer(row, key, path, line, positive=False)
-            for key in (*_GENERIC[1:], "attention_pairs")
-            if key in row
+            for key in (*_GENERIC[1:], "attention_pairs", "prefill_kv_tokens")
+            if (row.get(key) or "").strip() or key in _GENERIC
         }
         ints.setdefault("attention_pairs", 0)
+        ints.setdefault("prefill_kv_tokens", 0)
+        if ints["prefill_kv_tokens"] > ints["kv_read_tokens"]:
+            raise InputError("prefill_kv_tokens exceeds kv_read_tokens (it is the part of them "
+                             "the prefill chunks read)", file=path, line=line,
+                             field="prefill_kv_tokens")  # fmt: skip
         tp = (
             integer(row, "tensor_parallel", path, line, positive=True)
             if (row.get("tensor_parallel") or "").strip()

@@ -65,6 +65,13 @@ class RooflineCostConfig(TransferCostConfig):
     * ``kv_read_efficiency``: HBM bandwidth reached by attention reading the KV cache;
     * ``attention_efficiency``: tensor-core FLOP/s reached by prefill attention.
 
+    Attention beyond bytes and FLOPs:
+
+    * ``attention_floor_us``: per layer per step, what one attention call costs at any size;
+    * ``mixed_gqa_reread``: on GPUs where vLLM runs FlashAttention 2, the share of a
+      grouped-query model's extra KV reads that reach HBM when decodes share a step with a
+      prefill (:class:`simkv.engine.cost_model.RooflineCostModel` says why).
+
     Tensor parallelism (two all-reduces per layer when tp > 1, ring algorithm):
 
     * ``allreduce_latency_us``: fixed cost of one all-reduce call;
@@ -79,10 +86,15 @@ class RooflineCostConfig(TransferCostConfig):
     Each field's description (``simkv schema``) says where its default comes from. The GEMM
     and attention efficiencies are fractions of the GPU's tensor rate: its measured sustained
     BF16 GEMM rate where the preset has one, else its spec peak
-    (:attr:`~simkv.config.hardware.GpuSpec.tensor_flops_per_s`). Only the two host overheads
-    were fitted, jointly to the two vLLM 0.19 Llama-3.1-8B runs bundled under
-    ``traces/measured`` (an RTX 4090 and an RTX PRO 6000 Server Edition), every efficiency held
-    at its documented value, from round values chosen before either run was seen
+    (:attr:`~simkv.config.hardware.GpuSpec.tensor_flops_per_s`). Two groups of defaults are
+    fitted to measurements, the GPU side first. The four attention knobs (``attention_floor_us``,
+    ``kv_read_efficiency``, ``attention_efficiency``, ``mixed_gqa_reread``) come from vLLM 0.19's
+    attention layer measured shape by shape on an RTX 4090 and an RTX PRO 6000
+    (:func:`simkv.measured.profiles.fit_attention` on the ``attention.csv`` grids bundled under
+    ``traces/measured/llmservingsim-profiles``; ``benchmarks/sim_vs_real.py`` prints the fit).
+    Then the two host overheads, jointly to the two vLLM 0.19 Llama-3.1-8B runs bundled under
+    ``traces/measured`` (an RTX 4090 and an RTX PRO 6000 Server Edition), every other knob at its
+    default, from round values chosen before either run was seen
     (``configs/measured/profiles/host_prior.yaml``: 1 ms and 0.02 ms)::
 
         simkv calibrate traces/measured/llmservingsim-vllm0.19/RTX4090_Llama-3.1-8B \
@@ -92,20 +104,20 @@ class RooflineCostConfig(TransferCostConfig):
             --fit step_overhead_ms,seq_overhead_ms \
             --start configs/measured/profiles/host_prior.yaml
 
-    (0.634 ms and 0.0283 ms, mean abs. error 2.1 % and 1.2 %). The bundled Qwen3-32B run (TP 2)
-    was left out of the fit, so simkv's error on it is a prediction. ``simkv calibrate`` fits
-    any knob to other measurements.
+    (0.595 ms and 0.0137 ms; at the rounded defaults, mean abs. error 1.4 % on each run). The
+    bundled Qwen3-32B run (TP 2) was left out of both fits, so simkv's error on it is a
+    prediction. ``simkv calibrate`` fits any knob to other measurements.
     """
 
     kind: Literal["roofline"] = "roofline"
     step_overhead_ms: NonNegativeFloat = Field(
-        0.63,
+        0.59,
         description="ms per step; default: vLLM 0.19's bundled Llama-3.1-8B runs "
-        "(traces/measured, joint fit of the two host overheads: 0.634 ms)",
+        "(traces/measured, joint fit of the two host overheads: 0.595 ms)",
     )
     seq_overhead_ms: NonNegativeFloat = Field(
-        0.028,
-        description="ms per sequence per step; default: the same joint fit (0.0283 ms; "
+        0.014,
+        description="ms per sequence per step; default: the same joint fit (0.0137 ms; "
         "the 2023-era vLLM of DistServe's profile: 0.02-0.12 ms)",
     )
     worker_overhead_ms: NonNegativeFloat = Field(
@@ -131,14 +143,31 @@ class RooflineCostConfig(TransferCostConfig):
         "bandwidth-bound GEMV kernels reach",
     )
     kv_read_efficiency: Efficiency = Field(
-        0.8,
-        description="fraction of HBM bandwidth attention reads KV at; default: "
-        "memory_efficiency's 0.8 (paged reads of 16-token blocks are bulk reads)",
+        0.86,
+        description="fraction of HBM bandwidth attention reads KV at; default: vLLM 0.19's "
+        "attention layer on an RTX 4090 and an RTX PRO 6000, decode-only shapes "
+        "(simkv.measured.profiles.fit_attention on traces/measured/llmservingsim-profiles: "
+        "0.863)",
+    )
+    attention_floor_us: NonNegativeFloat = Field(
+        13.3,
+        description="µs per layer per step an attention call takes before its bytes and FLOPs "
+        "(launch, first wave); default: the same fit (13.34 µs)",
     )
     attention_efficiency: Efficiency = Field(
-        0.5,
-        description="fraction of the GPU's tensor rate in prefill attention; default: "
-        "FlashAttention-2's forward pass, 50-73 % of A100 peak (Dao, 2023)",
+        0.52,
+        description="fraction of the GPU's tensor rate in prefill attention; default: the same "
+        "fit, prefill-only shapes (0.516; FlashAttention-2's forward pass reaches 50-73 % of "
+        "A100 peak, Dao 2023)",
+    )
+    mixed_gqa_reread: float = Field(
+        0.39,
+        ge=0.0,
+        le=1.0,
+        description="GPUs where vLLM runs FlashAttention 2 only: beside a prefill, each decode "
+        "reads its KV once per query head instead of once per KV head; the share of those "
+        "group − 1 extra reads that reach HBM (the rest hit L2); default: the same fit, mixed "
+        "shapes (0.394)",
     )
     allreduce_latency_us: NonNegativeFloat = Field(
         10.0,

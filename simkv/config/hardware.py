@@ -187,7 +187,8 @@ class GpuSpec(Frozen):
     attention efficiencies are fractions of :attr:`tensor_flops_per_s`. ``interconnect_gbps`` is
     the per-GPU bandwidth available to tensor-parallel all-reduce over ``interconnect``
     (``nvlink``, or ``pcie`` where there is none); the cost model prices an all-reduce's latency
-    by that kind.
+    by that kind. ``compute_capability`` (CUDA's ``major.minor``) tells which attention kernel
+    vLLM runs on the GPU (:func:`simkv.engine.cost_model.attention_kernel`); None: unknown.
     """
 
     name: str
@@ -205,6 +206,12 @@ class GpuSpec(Frozen):
     host_link_gbps: PositiveFloat
     interconnect: Interconnect = "pcie"
     interconnect_gbps: PositiveFloat
+    compute_capability: str | None = Field(
+        None,
+        pattern=r"^[1-9][0-9]?\.[0-9]$",
+        description='CUDA compute capability, major.minor (e.g. "8.0"); picks the attention '
+        "kernel vLLM runs; None: unknown (vLLM's fallback, FlashAttention 2)",
+    )
     source: str | None = None
 
     @model_validator(mode="before")

@@ -28,6 +28,7 @@ __all__ = [
     "TableCostModel",
     "Work",
     "allreduce_call_s",
+    "attention_kernel",
     "attention_read_efficiency",
     "chunk_attention_pairs",
     "clamped_linear",
@@ -51,6 +52,8 @@ class StepWork:
       key and value are written to the cache before attention reads the whole context).
     * ``num_seqs``: sequences in the batch (≥ ``decode_tokens`` when there is a prefill: each
       decode token belongs to one of them).
+    * ``prefill_kv_tokens``: the part of ``kv_read_tokens`` the prefill chunks read (their
+      ``c``); the rest is read by the decodes.
     """
 
     prefill_tokens: int
@@ -58,11 +61,14 @@ class StepWork:
     attention_pairs: int
     kv_read_tokens: int
     num_seqs: int
+    prefill_kv_tokens: int = 0
 
     def __post_init__(self) -> None:
         counts = (self.prefill_tokens, self.decode_tokens, self.attention_pairs)
-        if min(*counts, self.kv_read_tokens, self.num_seqs) < 0:
+        if min(*counts, self.kv_read_tokens, self.num_seqs, self.prefill_kv_tokens) < 0:
             raise ValueError(f"negative count in {self}")
+        if self.prefill_kv_tokens > self.kv_read_tokens:
+            raise ValueError(f"prefill_kv_tokens exceeds kv_read_tokens in {self}")
 
     @property
     def num_tokens(self) -> int:
@@ -85,6 +91,8 @@ class Work(Protocol):
     def kv_read_tokens(self) -> int: ...
     @property
     def num_seqs(self) -> int: ...
+    @property
+    def prefill_kv_tokens(self) -> int: ...
 
 
 def chunk_attention_pairs(new_tokens: int, cached_tokens: int) -> int:
@@ -167,6 +175,18 @@ def attention_read_efficiency(cfg: RooflineCostConfig, block_size: int) -> float
     return cfg.kv_read_efficiency * ratio**cfg.small_block_attention_penalty
 
 
+def attention_kernel(gpu: GpuSpec) -> str:
+    """The attention kernel vLLM 0.19 runs on ``gpu`` for a standard (non-MLA) model:
+    ``"flashinfer"`` on compute capability 10.x (FlashInfer leads the backend list,
+    ``vllm/platforms/cuda.py::_get_backend_priorities``), else FlashAttention: ``"fa3"`` on 9.x,
+    ``"fa2"`` on every other capability and when it is unknown
+    (``vllm/v1/attention/backends/fa_utils.py::get_flash_attn_version``)."""
+    major = None if gpu.compute_capability is None else int(gpu.compute_capability.split(".")[0])
+    if major == 10:
+        return "flashinfer"
+    return "fa3" if major == 9 else "fa2"
+
+
 def allreduce_call_s(cfg: RooflineCostConfig, gpu: GpuSpec, tensor_parallel: int) -> float:
     """Latency of one all-reduce over the tp group (0 without tensor parallelism): the call's
     fixed cost plus ``2(tp − 1)`` ring steps at the GPU's link kind's hop latency."""
@@ -184,8 +204,10 @@ class RooflineCostModel(_BlockTransfers):
                     + prefill_overhead · prefill seqs
         linear    = max(GEMM FLOPs / (tp · peak · gemm_eff),
                         streamed weights / (tp · hbm · weight_read_eff))
-        attention = 4 · layers · heads · head_dim · prefill pairs / (tp · peak · attention_eff)
-        kv        = read KV / (hbm · kv_read_eff') + written KV / (hbm · memory_eff)
+        attention = layers · attention_floor
+                    + 4 · layers · heads · head_dim · prefill pairs / (tp · peak · attention_eff)
+        kv        = (read KV + mixed · decode KV · (group − 1) · mixed_gqa_reread)
+                    / (hbm · kv_read_eff') + written KV / (hbm · memory_eff)
         all-reduce = 2 · layers · (call latency + 2(tp−1)/tp · tokens · hidden · bytes / link)
 
     Why a sum: the kernels of a step run one after another (the linear layers, then attention,
@@ -199,6 +221,19 @@ class RooflineCostModel(_BlockTransfers):
     :func:`attention_read_efficiency`. The tensor rate ``peak`` is the GPU's measured sustained
     rate where its preset has one (:attr:`GpuSpec.tensor_flops_per_s`), else its spec peak; fp8
     weights compute at the GPU's FP8 rate when it has one, scaled alike.
+
+    Attention, as vLLM 0.19 runs it (one call per layer for the whole batch,
+    ``vllm/v1/attention/backends/flash_attn.py::FlashAttentionImpl.forward``): each call costs
+    ``attention_floor`` before its bytes and FLOPs. ``mixed`` is 1 in a step that has both a
+    prefill and decodes on a GPU where vLLM runs FlashAttention 2 (:func:`attention_kernel`),
+    else 0: FlashAttention 2's varlen kernel packs a grouped-query model's query heads onto
+    their shared KV head, and splits a long KV over several thread blocks, only when every
+    sequence of the call has one query token (``mha_varlen_fwd``,
+    ``seqlenq_ngroups_swapped``, in vllm-project/flash-attention's
+    ``csrc/flash_attn/flash_api.cpp``); beside a prefill, each decode's KV is read once per query
+    head, ``group = heads / kv_heads`` times, and the share ``mixed_gqa_reread`` of the extra
+    reads that L2 does not catch costs HBM time. FlashAttention 3 packs query heads in every
+    varlen call (``hopper/heuristics.h::should_pack_gqa``): no such term on 9.x.
     """
 
     __slots__ = (
@@ -206,10 +241,12 @@ class RooflineCostModel(_BlockTransfers):
         "_allreduce_per_token_s",
         "_expert_miss",
         "_expert_stream_s",
+        "_floor_s",
         "_gemm_per_seq_s",
         "_gemm_per_token_s",
         "_kv_read_per_token_s",
         "_kv_write_per_token_s",
+        "_mixed_kv_per_token_s",
         "_num_experts",
         "_overhead_s",
         "_pair_s",
@@ -255,6 +292,12 @@ class RooflineCostModel(_BlockTransfers):
         read_rate = gpu.hbm_bytes_per_s * attention_read_efficiency(cfg, block_size)
         self._kv_read_per_token_s = kv_shard_bytes / read_rate
         self._kv_write_per_token_s = kv_shard_bytes / (gpu.hbm_bytes_per_s * cfg.memory_efficiency)
+        self._floor_s = model.num_layers * cfg.attention_floor_us * 1e-6
+        self._mixed_kv_per_token_s = 0.0
+        if attention_kernel(gpu) == "fa2":
+            group = model.num_attention_heads // model.num_kv_heads
+            rereads = (group - 1) * cfg.mixed_gqa_reread
+            self._mixed_kv_per_token_s = rereads * self._kv_read_per_token_s
         self._allreduce_fixed_s = 2 * model.num_layers * allreduce_call_s(cfg, gpu, tp)
         self._allreduce_per_token_s = 0.0
         if tp > 1:
@@ -279,13 +322,18 @@ class RooflineCostModel(_BlockTransfers):
         return gemm_s if gemm_s > stream_s else stream_s
 
     def attention_s(self, work: Work) -> float:
-        """The attention of a step: its prefill attention's FLOPs, the KV it reads from the
-        cache and the KV of its new tokens written there."""
-        tokens = work.prefill_tokens + work.decode_tokens
+        """The attention of a step: each layer's call floor, its prefill attention's FLOPs,
+        the KV it reads from the cache (a mixed step's decodes re-reading theirs, see the class
+        docstring) and the KV of its new tokens written there."""
+        prefill, decode = work.prefill_tokens, work.decode_tokens
+        kv_s = work.kv_read_tokens * self._kv_read_per_token_s
+        if prefill and decode:
+            kv_s += (work.kv_read_tokens - work.prefill_kv_tokens) * self._mixed_kv_per_token_s
         return (
-            work.attention_pairs * self._pair_s
-            + work.kv_read_tokens * self._kv_read_per_token_s
-            + tokens * self._kv_write_per_token_s
+            self._floor_s
+            + work.attention_pairs * self._pair_s
+            + kv_s
+            + (prefill + decode) * self._kv_write_per_token_s
         )
 
     def step_time_s(self, work: Work) -> float:

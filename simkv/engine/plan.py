@@ -27,6 +27,7 @@ class StepPlan:
     decode_tokens: int
     attention_pairs: int
     kv_read_tokens: int
+    prefill_kv_tokens: int
     swap_in_blocks: int
     swap_out_blocks: int
     copy_blocks: int
@@ -38,7 +39,8 @@ class StepPlan:
         self.seqs = []
         self.num_new = []
         self.prefill_tokens = self.decode_tokens = self.attention_pairs = 0
-        self.kv_read_tokens = self.swap_in_blocks = self.swap_out_blocks = 0
+        self.kv_read_tokens = self.prefill_kv_tokens = 0
+        self.swap_in_blocks = self.swap_out_blocks = 0
         self.copy_blocks = self.preempted = self.cache_hit_tokens = self.cohort = 0
 
     def add(self, seq: Seq, num_new: int) -> None:
@@ -53,6 +55,7 @@ class StepPlan:
             self.prefill_tokens += num_new
             self.attention_pairs += num_new * cached + num_new * (num_new + 1) // 2
             self.kv_read_tokens += cached
+            self.prefill_kv_tokens += cached
 
     def add_decode(self, seq: Seq) -> None:
         """``add(seq, 1)`` for a decode (the hot path: one call per running request per step)."""
@@ -82,6 +85,7 @@ class StepPlan:
             self.prefill_tokens -= num_new
             self.attention_pairs -= num_new * cached + num_new * (num_new + 1) // 2
             self.kv_read_tokens -= cached
+            self.prefill_kv_tokens -= cached
 
     @property
     def num_tokens(self) -> int:
@@ -104,4 +108,5 @@ class StepPlan:
             attention_pairs=self.attention_pairs,
             kv_read_tokens=self.kv_read_tokens,
             num_seqs=len(self.seqs) + self.cohort,
+            prefill_kv_tokens=self.prefill_kv_tokens,
         )

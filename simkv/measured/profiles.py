@@ -18,24 +18,32 @@ kernels at each token count, :func:`attention_work` is the step an attention sha
 and :func:`decoder_layer` turns a model preset into a one-layer model whose roofline
 (:meth:`~simkv.engine.cost_model.RooflineCostModel.linear_s`,
 :meth:`~simkv.engine.cost_model.RooflineCostModel.attention_s`) prices exactly that layer.
+:func:`fit_attention` fits the roofline's attention knobs to ``attention.csv`` grids: it is
+where their defaults come from.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import least_squares
 
-from simkv.config.hardware import ModelSpec
-from simkv.engine.cost_model import StepWork, chunk_attention_pairs
+from simkv.config.cost import RooflineCostConfig
+from simkv.config.hardware import GpuSpec, ModelSpec
+from simkv.engine.cost_model import RooflineCostModel, StepWork, chunk_attention_pairs
 from simkv.errors import InputError
 from simkv.workload.tables import read_table
 
 __all__ = [
     "LINEAR_KERNELS",
+    "AttentionGrid",
     "attention_kernel_us",
     "attention_work",
     "decoder_layer",
+    "fit_attention",
     "linear_kernel_us",
     "moe_kernel_us",
 ]
@@ -98,6 +106,7 @@ def attention_work(prefill_chunk: int, kv_prefill: int, n_decode: int, kv_decode
         attention_pairs=chunk_attention_pairs(prefill_chunk, kv_prefill) if prefill else 0,
         kv_read_tokens=(kv_prefill if prefill else 0) + n_decode * (kv_decode + 1),
         num_seqs=int(prefill) + n_decode,
+        prefill_kv_tokens=kv_prefill if prefill else 0,
     )
 
 
@@ -117,3 +126,65 @@ def decoder_layer(model: ModelSpec, *, experts_only: bool = False) -> ModelSpec:
     update = {"name": f"{model.name} (one layer)", "num_layers": 1, "vocab_size": 1,
               "tie_word_embeddings": True, "num_parameters": kept + model.hidden_size}  # fmt: skip
     return model.model_copy(update=update)
+
+
+@dataclass(frozen=True)
+class AttentionGrid:
+    """One ``attention.csv`` with the GPU and model it was measured on (tp 1)."""
+
+    path: Path
+    gpu: GpuSpec
+    model: ModelSpec
+
+
+ATTENTION_KNOBS = (
+    ("attention_floor_us", "kv_read_efficiency"),
+    ("attention_efficiency",),
+    ("mixed_gqa_reread",),
+)
+"""What :func:`fit_attention` fits, in order, and on which shapes: decode-only, then
+prefill-only, then mixed (each stage keeps what the earlier ones found)."""
+
+
+def fit_attention(grids: Sequence[AttentionGrid], start: RooflineCostConfig) -> RooflineCostConfig:
+    """``start`` with its attention knobs fitted to the pooled ``grids`` (least squares on the
+    log of simkv's :meth:`~simkv.engine.cost_model.RooflineCostModel.attention_s` for one
+    layer over the measured time): the call floor and the KV-read efficiency on the decode-only
+    shapes, the attention efficiency on the prefill-only ones, the mixed-step re-read share on
+    the shapes with both. Deterministic (scipy's trust-region solver from ``start``)."""
+    shapes = []
+    for grid in grids:
+        rows = attention_kernel_us(grid.path)
+        works = [attention_work(*map(int, row[:4])) for row in rows]
+        shapes.append((grid, works, rows[:, 4], rows[:, 0] > 0, rows[:, 2] > 0))
+    cfg = start
+    for stage, knobs in zip(("decode", "prefill", "mixed"), ATTENTION_KNOBS, strict=True):
+        picked = []
+        for grid, works, us, prefill, decode in shapes:
+            keep = {"decode": ~prefill, "prefill": ~decode, "mixed": prefill & decode}[stage]
+            picked.append((grid, [w for w, k in zip(works, keep, strict=True) if k], us[keep]))
+        cfg = _fit_stage(cfg, knobs, picked)
+    return cfg
+
+
+def _fit_stage(
+    cfg: RooflineCostConfig,
+    knobs: tuple[str, ...],
+    picked: list[tuple[AttentionGrid, list[StepWork], np.ndarray]],
+) -> RooflineCostConfig:
+    measured = np.log(np.concatenate([us for _, _, us in picked]))
+
+    def config(x: np.ndarray) -> RooflineCostConfig:
+        return cfg.model_copy(update=dict(zip(knobs, np.exp(x).tolist(), strict=True)))
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        trial = config(x)
+        predicted = []
+        for grid, works, _ in picked:
+            layer = RooflineCostModel(trial, decoder_layer(grid.model), grid.gpu,
+                                      tensor_parallel=1, block_size=16)  # fmt: skip
+            predicted += [layer.attention_s(w) * 1e6 for w in works]
+        return np.log(predicted) - measured
+
+    x0 = np.log([getattr(cfg, knob) for knob in knobs])
+    return config(least_squares(residuals, x0, method="trf", xtol=1e-10, ftol=1e-10).x)

@@ -113,6 +113,16 @@ def test_splitwise_drops_the_outlier_and_averages_repeats() -> None:
             "step_time_ms,prefill_tokens,decode_tokens,num_seqs,kv_read_tokens\n5,0,4,2,8\n",
             ":2 num_seqs: num_seqs must be ≥ decode_tokens",
         ),
+        (
+            "step_time_ms,prefill_tokens,decode_tokens,num_seqs,kv_read_tokens,prefill_kv_tokens\n"
+            "5,64,2,3,100,101\n",
+            ":2 prefill_kv_tokens: prefill_kv_tokens exceeds kv_read_tokens",
+        ),
+        (
+            "step_time_ms,prefill_tokens,decode_tokens,num_seqs,kv_read_tokens,prefill_kv_tokens\n"
+            "5,64,2,3,100,x\n",
+            ":2 prefill_kv_tokens:",
+        ),
     ],
 )
 def test_bad_generic_step_tables(tmp_path: Path, text: str, message: str) -> None:
@@ -121,6 +131,15 @@ def test_bad_generic_step_tables(tmp_path: Path, text: str, message: str) -> Non
     with pytest.raises(InputError) as err:
         read_step_samples(path, model="llama-3.1-8b", gpu="a100-80gb")
     assert str(err.value).startswith(str(path)) and message in str(err.value)
+
+
+def test_generic_table_reads_the_prefill_share_of_the_kv(tmp_path: Path) -> None:
+    path = tmp_path / "steps.csv"
+    path.write_text("step_time_ms,prefill_tokens,decode_tokens,num_seqs,kv_read_tokens,"
+                    "prefill_kv_tokens\n5,64,2,3,100,40\n5,64,2,3,100,\n")  # fmt: skip
+    first, second = read_step_samples(path, model="llama-3.1-8b", gpu="a100-80gb")
+    assert (first.work.prefill_kv_tokens, second.work.prefill_kv_tokens) == (40, 0)
+    assert first.phase == "mixed"
 
 
 def test_generic_table_needs_model_and_gpu(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from simkv.engine.cost_model import (
     RooflineCostModel,
     StepWork,
     TableCostModel,
+    attention_kernel,
     chunk_attention_pairs,
 )
 from simkv.engine.costs import build_cost_model
@@ -30,6 +31,8 @@ ROOF = RooflineCostConfig(
     weight_read_efficiency=0.8,
     kv_read_efficiency=0.8,
     attention_efficiency=0.5,
+    attention_floor_us=0.0,
+    mixed_gqa_reread=0.0,
     allreduce_latency_us=10.0,
     nvlink_hop_latency_us=0.0,
     pcie_hop_latency_us=0.0,
@@ -107,6 +110,77 @@ def test_a_mixed_step_costs_the_sum_of_its_phases() -> None:
     )
     assert model.step_time_s(mixed) - model.step_time_s(decodes) == pytest.approx(extra, rel=1e-9)
     assert extra > 0.045  # about 49 ms, where a max(compute, memory) over the step gave 0.3 ms
+
+
+def test_each_layer_pays_the_attention_floor_once_a_step() -> None:
+    """vLLM 0.19 makes one attention call per layer for the whole batch
+    (``vllm/v1/attention/backends/flash_attn.py::FlashAttentionImpl.forward``)."""
+    cfg = ROOF.model_copy(update={"attention_floor_us": 13.0})
+    model = RooflineCostModel(cfg, OPT, A100, tensor_parallel=1, block_size=16)
+    for work in (DECODE, PREFILL):
+        floor = model.step_time_s(work) - roofline().step_time_s(work)
+        assert floor == pytest.approx(40 * 13e-6, rel=1e-9)  # 40 layers, once each
+    assert model.attention_s(DECODE) - roofline().attention_s(DECODE) == pytest.approx(520e-6)
+
+
+LLAMA = load_model_preset("llama-3.1-8b")  # 32 query heads share 8 KV heads: group 4
+LLAMA_KV = 131_072  # 2 · 32 layers · 8 KV heads · 128 · 2 bytes
+
+
+def _mixed(prefill_kv: int) -> StepWork:
+    """A 256-token chunk after ``prefill_kv`` cached tokens beside 16 decodes of 1,023."""
+    return StepWork(prefill_tokens=256, decode_tokens=16,
+                    attention_pairs=chunk_attention_pairs(256, prefill_kv),
+                    kv_read_tokens=prefill_kv + 16 * 1024, num_seqs=17,
+                    prefill_kv_tokens=prefill_kv)  # fmt: skip
+
+
+def test_a_mixed_step_on_flashattention_2_rereads_the_decodes_kv() -> None:
+    """FlashAttention 2 packs query heads onto their KV head only when every sequence of the
+    call has one query token (vllm-project/flash-attention ``csrc/flash_attn/flash_api.cpp``,
+    ``mha_varlen_fwd``: ``seqlenq_ngroups_swapped``): beside a prefill, each decode reads its KV
+    once per query head. The extra reads are the decodes' KV · (group − 1) · reread."""
+    cfg = ROOF.model_copy(update={"mixed_gqa_reread": 0.5})
+    base = RooflineCostModel(ROOF, LLAMA, A100, tensor_parallel=1, block_size=16)
+    fa2 = RooflineCostModel(cfg, LLAMA, A100, tensor_parallel=1, block_size=16)
+    reread = 16 * 1024 * LLAMA_KV * (4 - 1) * 0.5 / BYTE_RATE
+    for prefill_kv in (0, 3000):  # the chunk's own cached context is read once
+        work = _mixed(prefill_kv)
+        assert fa2.step_time_s(work) - base.step_time_s(work) == pytest.approx(reread, rel=1e-9)
+    decodes = StepWork(prefill_tokens=0, decode_tokens=16, attention_pairs=0,
+                       kv_read_tokens=16 * 1024, num_seqs=16)  # fmt: skip
+    assert fa2.step_time_s(decodes) == base.step_time_s(decodes)  # decode-only: packed, split
+    assert fa2.step_time_s(PREFILL) == pytest.approx(
+        RooflineCostModel(ROOF, LLAMA, A100, tensor_parallel=1, block_size=16).step_time_s(PREFILL)
+    )
+
+
+def test_no_mixed_reread_where_vllm_runs_another_kernel_or_heads_are_not_grouped() -> None:
+    cfg = ROOF.model_copy(update={"mixed_gqa_reread": 0.5})
+    work = _mixed(0)
+    for gpu in ("h100-80gb", "b200"):  # FlashAttention 3 packs query heads; FlashInfer
+        spec = load_gpu_preset(gpu)
+        with_it = RooflineCostModel(cfg, LLAMA, spec, tensor_parallel=1, block_size=16)
+        without = RooflineCostModel(ROOF, LLAMA, spec, tensor_parallel=1, block_size=16)
+        assert with_it.step_time_s(work) == without.step_time_s(work)
+    mha = RooflineCostModel(cfg, OPT, A100, tensor_parallel=1, block_size=16)  # group 1
+    assert mha.step_time_s(work) == roofline().step_time_s(work)
+
+
+def test_attention_kernel_follows_vllm_by_compute_capability() -> None:
+    kernels = {
+        name: attention_kernel(load_gpu_preset(name))
+        for name in ("a100-80gb", "rtx-4090", "rtx-pro-6000", "h100-80gb", "h200", "b200")
+    }
+    assert kernels == {"a100-80gb": "fa2", "rtx-4090": "fa2", "rtx-pro-6000": "fa2",
+                       "h100-80gb": "fa3", "h200": "fa3", "b200": "flashinfer"}  # fmt: skip
+    assert attention_kernel(A100.model_copy(update={"compute_capability": None})) == "fa2"
+
+
+def test_step_work_rejects_more_prefill_kv_than_kv_read() -> None:
+    with pytest.raises(ValueError, match="prefill_kv_tokens"):
+        StepWork(prefill_tokens=4, decode_tokens=0, attention_pairs=10, kv_read_tokens=3,
+                 num_seqs=1, prefill_kv_tokens=4)  # fmt: skip
 
 
 def test_overheads_per_step_sequence_and_prefill() -> None:
