@@ -342,8 +342,8 @@ WHY = """\
   OPT-66B's weights leave ~8,900 tokens of KV per GPU and the profile charges 6.3× the HBM time
   per context token (0.0037 ms against 0.0006 ms at 2 TB/s; OPT-13B at TP 2: 1.1×). Decode steps
   whose KV cannot fit beside the weights were never measured and are not sampled (e.g. 256 ×
-  2,048 tokens at TP 2). The fit holds the weight-read efficiency at 0.9 (fitted, it went to
-  2.1).
+  2,048 tokens at TP 2). The fit holds the weight-read efficiency at 0.9 (fitted, it goes to
+  its bound, 1).
 - **Step level, Splitwise held out on TP 8.** Decode is predicted within 2.5 %. Prefill is 21.6
   % slow: per token, prefill gets dearer as the step grows, far more at TP 4 and 8 than at TP 2
   (a token's marginal cost from 1,024 to 2,048 tokens, then from 4,096 to 8,192: TP 2 0.30 →

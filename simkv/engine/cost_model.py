@@ -233,7 +233,8 @@ class RooflineCostModel(_BlockTransfers):
     ``csrc/flash_attn/flash_api.cpp``); beside a prefill, each decode's KV is read once per query
     head, ``group = heads / kv_heads`` times, and the share ``mixed_gqa_reread`` of the extra
     reads that L2 does not catch costs HBM time. FlashAttention 3 packs query heads in every
-    varlen call (``hopper/heuristics.h::should_pack_gqa``): no such term on 9.x.
+    varlen call (``hopper/heuristics.h::should_pack_gqa``): no such term on 9.x; nor on 10.x,
+    where vLLM runs FlashInfer, whose mixed batches simkv has no measurement of.
     """
 
     __slots__ = (
