@@ -20,7 +20,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal, Self
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
 
 from simkv.config.base import Frozen
 from simkv.config.limits import MAX_GPU_GIB, Tokens
@@ -213,6 +220,16 @@ class GpuSpec(Frozen):
         "kernel vLLM runs; None: unknown (vLLM's fallback, FlashAttention 2)",
     )
     source: str | None = None
+
+    @field_validator("compute_capability", mode="before")
+    @classmethod
+    def _capability_text(cls, value: Any) -> Any:
+        """YAML reads an unquoted ``8.9`` as a number: take it as the text it was written as."""
+        if isinstance(value, float):
+            return f"{value:.1f}"
+        if isinstance(value, int) and not isinstance(value, bool):
+            raise ValueError(f"give major.minor, e.g. {value}.0, not {value}")
+        return value
 
     @model_validator(mode="before")
     @classmethod

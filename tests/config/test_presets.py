@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from simkv.config.hardware import (
     GpuSpec,
@@ -44,6 +45,21 @@ def test_model_presets_leave_kv_dtype_to_the_run(name: str) -> None:
     assert "kv_dtype" not in _raw("models", name)
     spec = load_model_preset(name)
     assert spec.kv_dtype == spec.dtype
+
+
+@pytest.mark.parametrize("name", list_presets("gpus"))
+def test_gpu_presets_state_their_compute_capability(name: str) -> None:
+    """It picks the attention kernel vLLM runs, hence the mixed-step term (cost model)."""
+    assert _raw("gpus", name)["compute_capability"] in ("8.0", "8.9", "9.0", "10.0", "12.0")
+
+
+def test_compute_capability_is_major_dot_minor() -> None:
+    base = {"preset": "a100-80gb"}
+    assert GpuSpec.model_validate({**base, "compute_capability": 8.9}).compute_capability == "8.9"
+    assert GpuSpec.model_validate({**base, "compute_capability": 12.0}).compute_capability == "12.0"
+    for bad, message in ((8, "give major.minor, e.g. 8.0"), ("8.x", "pattern")):
+        with pytest.raises(ValidationError, match=message):
+            GpuSpec.model_validate({**base, "compute_capability": bad})
 
 
 @pytest.mark.parametrize("name", list_presets("gpus"))
