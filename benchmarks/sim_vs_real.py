@@ -60,7 +60,8 @@ from simkv.measured.profiles import (
     ATTENTION_KNOBS,
     AttentionGrid,
     attention_kernel_us,
-    attention_work,
+    attention_us,
+    attention_works,
     decoder_layer,
     fit_attention,
     linear_kernel_us,
@@ -250,11 +251,8 @@ def attention_level() -> list[list[str]]:
     prefills (chunks of ≥ 1,024 tokens, no decode)."""
     cfg, rows = RooflineCostConfig(), []
     for label, grid in _attention_grids().items():
-        cost = RooflineCostModel(cfg, decoder_layer(grid.model), grid.gpu, tensor_parallel=1,
-                                 block_size=16)  # fmt: skip
         shapes = attention_kernel_us(grid.path)
-        errors = np.array([cost.attention_s(attention_work(*map(int, row[:4]))) * 1e6 / row[4] - 1
-                           for row in shapes])  # fmt: skip
+        errors = attention_us(cfg, grid, attention_works(shapes)) / shapes[:, 4] - 1
         chunk, n_dec, kv_d = shapes[:, 0], shapes[:, 2], shapes[:, 3]
         decode, prefill = chunk == 0, n_dec == 0
         kv_bound = decode & (n_dec >= 64) & (kv_d >= 2048)

@@ -41,7 +41,9 @@ __all__ = [
     "LINEAR_KERNELS",
     "AttentionGrid",
     "attention_kernel_us",
+    "attention_us",
     "attention_work",
+    "attention_works",
     "decoder_layer",
     "fit_attention",
     "linear_kernel_us",
@@ -137,6 +139,21 @@ class AttentionGrid:
     model: ModelSpec
 
 
+def attention_works(rows: np.ndarray) -> list[StepWork]:
+    """The step each row of :func:`attention_kernel_us` stands for (:func:`attention_work`)."""
+    return [attention_work(*map(int, row[:4])) for row in rows]
+
+
+def attention_us(
+    cfg: RooflineCostConfig, grid: AttentionGrid, works: Sequence[StepWork]
+) -> np.ndarray:
+    """simkv's attention term (:meth:`~simkv.engine.cost_model.RooflineCostModel.attention_s`)
+    for one layer of ``grid.model`` on ``grid.gpu`` at tp 1, in µs, for each of ``works``."""
+    layer = RooflineCostModel(cfg, decoder_layer(grid.model), grid.gpu, tensor_parallel=1,
+                              block_size=16)  # fmt: skip
+    return np.array([layer.attention_s(work) * 1e6 for work in works])
+
+
 ATTENTION_KNOBS = (
     ("attention_floor_us", "kv_read_efficiency"),
     ("attention_efficiency",),
@@ -155,8 +172,7 @@ def fit_attention(grids: Sequence[AttentionGrid], start: RooflineCostConfig) -> 
     shapes = []
     for grid in grids:
         rows = attention_kernel_us(grid.path)
-        works = [attention_work(*map(int, row[:4])) for row in rows]
-        shapes.append((grid, works, rows[:, 4], rows[:, 0] > 0, rows[:, 2] > 0))
+        shapes.append((grid, attention_works(rows), rows[:, 4], rows[:, 0] > 0, rows[:, 2] > 0))
     cfg = start
     for stage, knobs in zip(("decode", "prefill", "mixed"), ATTENTION_KNOBS, strict=True):
         picked = []
@@ -179,12 +195,8 @@ def _fit_stage(
 
     def residuals(x: np.ndarray) -> np.ndarray:
         trial = config(x)
-        predicted = []
-        for grid, works, _ in picked:
-            layer = RooflineCostModel(trial, decoder_layer(grid.model), grid.gpu,
-                                      tensor_parallel=1, block_size=16)  # fmt: skip
-            predicted += [layer.attention_s(w) * 1e6 for w in works]
-        return np.log(predicted) - measured
+        predicted = [attention_us(trial, grid, works) for grid, works, _ in picked]
+        return np.log(np.concatenate(predicted)) - measured
 
     x0 = np.log([getattr(cfg, knob) for knob in knobs])
     return config(least_squares(residuals, x0, method="trf", xtol=1e-10, ftol=1e-10).x)

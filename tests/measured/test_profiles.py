@@ -14,7 +14,9 @@ from simkv.errors import InputError
 from simkv.measured.profiles import (
     AttentionGrid,
     attention_kernel_us,
+    attention_us,
     attention_work,
+    attention_works,
     decoder_layer,
     fit_attention,
     linear_kernel_us,
@@ -106,14 +108,12 @@ def test_kv_bound_decodes_read_the_cache_near_the_default_efficiency() -> None:
     cache: at the default KV-read efficiency (0.86, fitted over every decode shape with the
     call floor) simkv is 0-25 % slower than the measured attention layer on the RTX PRO 6000
     Server Edition (its largest decodes read at about 0.93)."""
-    cost = RooflineCostModel(RooflineCostConfig(), decoder_layer(load_model_preset("llama-3.1-8b")),
-                             load_gpu_preset("rtx-pro-6000-server"), tensor_parallel=1,
-                             block_size=16)  # fmt: skip
-    shapes = attention_kernel_us(LLAMA_PRO / "tp1" / "attention.csv")
+    gpu, model = load_gpu_preset("rtx-pro-6000-server"), load_model_preset("llama-3.1-8b")
+    grid = AttentionGrid(LLAMA_PRO / "tp1" / "attention.csv", gpu, model)
+    shapes = attention_kernel_us(grid.path)
     bound = shapes[(shapes[:, 0] == 0) & (shapes[:, 2] >= 64) & (shapes[:, 3] >= 2048)]
     assert len(bound) == 27
-    for row in bound:
-        ratio = cost.attention_s(attention_work(*map(int, row[:4]))) * 1e6 / row[4]
+    for ratio in attention_us(RooflineCostConfig(), grid, attention_works(bound)) / bound[:, 4]:
         assert 1.0 <= ratio <= 1.25
 
 
@@ -155,12 +155,9 @@ def test_the_attention_defaults_are_the_fit_of_the_bundled_grids(start: Roofline
 
 
 def _errors(cfg: RooflineCostConfig, grid: AttentionGrid, keep: str) -> list[float]:
-    layer = RooflineCostModel(cfg, decoder_layer(grid.model), grid.gpu, tensor_parallel=1,
-                              block_size=16)  # fmt: skip
     rows = attention_kernel_us(grid.path)
-    picked = {"decode": rows[:, 0] == 0, "mixed": (rows[:, 0] > 0) & (rows[:, 2] > 0)}[keep]
-    return [layer.attention_s(attention_work(*map(int, row[:4]))) * 1e6 / row[4] - 1
-            for row in rows[picked]]  # fmt: skip
+    rows = rows[{"decode": rows[:, 0] == 0, "mixed": (rows[:, 0] > 0) & (rows[:, 2] > 0)}[keep]]
+    return list(attention_us(cfg, grid, attention_works(rows)) / rows[:, 4] - 1)
 
 
 def _mae(errors: list[float]) -> float:
