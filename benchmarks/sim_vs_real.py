@@ -58,13 +58,17 @@ from simkv.engine.cost_model import RooflineCostModel
 from simkv.measured import read_measured_run
 from simkv.measured.profiles import (
     ATTENTION_KNOBS,
+    LINEAR_KNOBS,
     AttentionGrid,
+    LinearProfile,
     attention_kernel_us,
     attention_us,
     attention_works,
     decoder_layer,
     fit_attention,
+    fit_linear,
     linear_kernel_us,
+    linear_us,
     moe_kernel_us,
 )
 from simkv.presets import find_preset
@@ -168,13 +172,16 @@ def step_level() -> tuple[list[list[str]], list[list[str]], RooflineCostConfig]:
     return rows, groups, paper_era
 
 
-def _kernel_row(label: str, tokens: np.ndarray, errors: np.ndarray) -> list[str]:
-    """Mean abs. and signed error over a profile's token counts, and the error at 1 (or the
-    fewest), 256 and 2,048 tokens."""
+def _kernel_row(
+    label: str, tokens: np.ndarray, errors: np.ndarray, max_errors: np.ndarray
+) -> list[str]:
+    """Mean abs. and signed error over a profile's token counts, the mean abs. error with the
+    classic roofline's max, and the error at 1 (or the fewest), 256 and 2,048 tokens."""
     at = {n: errors[tokens == n] for n in (tokens.min(), 256, 2048)}
     shown = [f"{100 * float(e[0]):+.1f} %" if len(e) else "—" for e in at.values()]
     return [label, str(len(errors)), _pct(float(np.abs(errors).mean())),
-            f"{100 * float(errors.mean()):+.1f} %", *shown]  # fmt: skip
+            f"{100 * float(errors.mean()):+.1f} %", _pct(float(np.abs(max_errors).mean())),
+            *shown]  # fmt: skip
 
 
 def _profile_presets(folder: Path) -> tuple[GpuSpec, ModelSpec, str]:
@@ -188,32 +195,54 @@ def _profile_presets(folder: Path) -> tuple[GpuSpec, ModelSpec, str]:
     return load_gpu_preset(gpu), load_model_preset(model), label
 
 
+def _linear_profiles() -> dict[str, LinearProfile]:
+    """The bundled dense models' ``dense.csv`` profiles by label (a mixture of experts' lacks
+    its experts: checked through ``moe.csv`` instead)."""
+    profiles = {}
+    for dense in sorted(PROFILES.glob("*/*/*/*/tp*/dense.csv")):
+        gpu, model, label = _profile_presets(dense.parents[1])
+        if not model.is_moe:
+            tp = int(dense.parent.name.removeprefix("tp"))
+            profiles[f"{label}, TP {tp}: linear layers"] = LinearProfile(dense, gpu, model, tp)
+    return profiles
+
+
+def linear_fit() -> str:
+    """The linear knobs :func:`fit_linear` finds on the bundled profiles, from the defaults:
+    where the defaults of ``gemm_efficiency`` and ``linear_overlap_exponent`` come from
+    (rounded)."""
+    fitted = fit_linear(list(_linear_profiles().values()), RooflineCostConfig())
+    return ", ".join(f"`{knob}` {getattr(fitted, knob):.4g}" for knob in LINEAR_KNOBS)
+
+
+MAX_ROOFLINE = RooflineCostConfig(linear_overlap_exponent=64.0)
+"""The defaults with the linear layers priced at the larger of their FLOP and weight-stream
+times (the classic roofline), for comparison."""
+
+
 def kernel_level() -> list[list[str]]:
     """simkv's linear term (:meth:`RooflineCostModel.linear_s`, the defaults) against the
     measured kernels of one decoder layer (:mod:`simkv.measured.profiles`); error = simkv /
     measured − 1, + = simkv slow."""
-    cfg, rows = RooflineCostConfig(), []
-    for dense in sorted(PROFILES.glob("*/*/*/*/tp*/dense.csv")):
-        gpu, model, label = _profile_presets(dense.parents[1])
-        if model.is_moe:
-            continue  # its dense.csv lacks the experts: checked through moe.csv below
-        tp = int(dense.parent.name.removeprefix("tp"))
-        cost = RooflineCostModel(cfg, decoder_layer(model), gpu, tensor_parallel=tp,
-                                 block_size=16)  # fmt: skip
-        measured = linear_kernel_us(dense)
-        tokens = np.array(list(measured))
-        errors = np.array([cost.linear_s(n, 0) * 1e6 / us - 1 for n, us in measured.items()])
-        rows.append(_kernel_row(f"{label}, TP {tp}: linear layers", tokens, errors))
+    rows = []
+    for label, profile in _linear_profiles().items():
+        measured = linear_kernel_us(profile.path)
+        tokens, us = np.array(list(measured)), np.array(list(measured.values()))
+        errors = [linear_us(cfg, profile, list(measured)) / us - 1
+                  for cfg in (RooflineCostConfig(), MAX_ROOFLINE)]  # fmt: skip
+        rows.append(_kernel_row(label, tokens, *errors))
     for moe in sorted(PROFILES.glob("*/*/*/*/tp1/moe.csv")):
         gpu, model, label = _profile_presets(moe.parents[1])
         layer = decoder_layer(model, experts_only=True)
-        cost = RooflineCostModel(cfg, layer, gpu, tensor_parallel=1, block_size=16)
+        costs = [RooflineCostModel(cfg, layer, gpu, tensor_parallel=1, block_size=16)
+                 for cfg in (RooflineCostConfig(), MAX_ROOFLINE)]  # fmt: skip
         points = moe_kernel_us(moe)
         for experts in np.unique(points[:, 1]):
             part = points[points[:, 1] == experts]
-            errors = np.array([cost.linear_s(int(n), 0, a) * 1e6 / us - 1 for n, a, us in part])
+            errors = [np.array([cost.linear_s(int(n), 0, a) * 1e6 / us - 1 for n, a, us in part])
+                      for cost in costs]  # fmt: skip
             rows.append(_kernel_row(f"{label}: experts, {experts:.0f} activated", part[:, 0],
-                                    errors))  # fmt: skip
+                                    *errors))  # fmt: skip
     return rows
 
 
@@ -289,7 +318,7 @@ WHY = """\
 - **Defaults are in sample on the Llama-3.1-8B runs.** The roofline's two host overheads
   were fitted to these two runs together (the attention knobs first, to the kernel profiles
   below; every other knob at its documented value), so their *defaults* column is not a
-  prediction; the Qwen3-32B run was used by neither fit, and its 4.6 % is.
+  prediction; the Qwen3-32B run was used by neither fit, and its 3.8 % is.
   The RTX 4090 run is KV-bound (2,588 blocks, TTFT is a minute of queueing), so its error
   follows admission and preemption as much as step time; vLLM 0.19 admits a request only when
   its whole prompt fits (`scheduler.reserve_full_prompt`, from the run's `meta.json`). The
@@ -305,26 +334,28 @@ WHY = """\
   layer's linear weights stream at 1,423-1,454 GB/s at 1-8 tokens (0.9 of 1,597, the
   weight-read efficiency simkv assumes) and its linear layers compute 396 TFLOPS at 2,048 tokens.
   Replayed on the Workstation Edition's figures, the RTX PRO 6000 run predicted from the RTX
-  4090 misses by 7.5 %, and by 20.5 % at the Workstation's spec peak.
-- **The host split.** Fitted on their own runs, the two hosts spend 0.53 ms a step (RTX 4090)
-  and 0.87 ms (RTX PRO 6000), and both 0.0121 ms a sequence: two machines, whose CPUs the runs do
-  not record, with the same per-sequence work. Before the attention floor and the mixed-step
-  re-reads were priced (the kernel level below), the per-sequence host time had to absorb them
-  and came out 0.014 and 0.022 ms, and each GPU predicted from the other missed by 4.2 % and
-  8.1 %.
+  4090 misses by 3.9 % (2.8 % on the Server Edition's), and by 18.8 % at the Workstation's spec
+  peak.
+- **The host split.** Fitted on their own runs, the two hosts spend 0.42 ms a step and 0.0099
+  ms a sequence (RTX 4090) and 0.78 ms and 0.0038 ms (RTX PRO 6000): two machines whose CPUs
+  the runs do not record, and runs that never batch more than about 35 sequences, so the two
+  knobs trade against each other; either host's pair predicts the other run within 2.8 %.
+  Before the attention floor and the mixed-step re-reads were priced (the kernel level below),
+  the per-sequence host time had to absorb them and came out 0.014 and 0.022 ms, and each GPU
+  predicted from the other missed by 4.2 % and 8.1 %.
 - **Qwen3-32B at TP 2 (PCIe).** Predicted from the Llama run of the same host, simkv is within
-  4.6 %; calibrated on the run itself it needs 1.11 ms a step and 0.040 ms a sequence of host
-  time, 3.3× the Llama run's 0.012 ms a sequence. One reading is the engine: at TP > 1 vLLM
+  4.0 %; its own host fit needs 0.63 ms a step and 0.035 ms a sequence, 9× the Llama run's
+  0.0038 ms a sequence. One reading is the engine: at TP > 1 vLLM
   0.19 runs each GPU's worker in its own process and broadcasts every step's scheduler output
   to them (`vllm/v1/executor/multiproc_executor.py`), work that grows with the batch and that a
   TP-1 engine does not do; the other is an all-reduce dearer over PCIe than the ring's 70 µs
   hops. The run cannot tell them apart, so the reverse pairing fails: host overheads fitted on
-  Qwen3-32B predict the Llama run 16.8 % slow on the same host (6.6 % on the RTX 4090). Its
+  Qwen3-32B predict the Llama run 17.1 % off on the same host (4.1 % on the RTX 4090). Its
   64 layers of 8 query heads per KV head are what the kernel-level terms changed most: each
   step pays the attention floor 64 times, and a mixed step re-reads its decodes' KV 4.1-fold
   (1 + 7 × 0.39) where a Llama-3.1-8B step does 2.2-fold; without them simkv predicted it 8.5 %
   off, fast throughout.
-- **Step level, in sample (DistServe 6.2 %, Splitwise 6.4 %, not 2 %).** The DistServe profile
+- **Step level, in sample (DistServe 6.1 %, Splitwise 7.2 %, not 2 %).** The DistServe profile
   is itself two fitted lines with a jump at 95 sequences (TP 1, 95 sequences of 1,024 tokens:
   86.9 ms by the small-batch line, 79.3 ms by the large-batch one); a roofline is continuous.
   Splitwise's batched prompts cost more per token than single ones at TP 4 (16 × 512 tokens:
@@ -332,33 +363,36 @@ WHY = """\
 - **Step level, DistServe held out on OPT-66B.** Beyond streaming the weights at the full 2,039
   GB/s, the profile's fixed decode cost grows with TP on OPT-13B (10.9, 18.2, 22.8 ms at TP 1,
   2, 4) but is flat on OPT-66B (24.8, 23.5, 23.5, 23.1 ms at TP 2, 3, 4, 8). The fit reads the
-  growth as host time per tensor-parallel worker (`worker_overhead_ms`, 1.8 ms a step for each
+  growth as host time per tensor-parallel worker (`worker_overhead_ms`, 2.0 ms a step for each
   worker beyond the first, as the Ray-driven vLLM of that era handed each worker its step),
-  the ring's hop latency staying at a physical 2.2 µs; TP 8 decode still comes out 27 % slow.
-  Without the per-worker term the ring absorbed the growth (13 µs a hop, 64 layers × 2
-  all-reduces × 14 hops at TP 8) and TP 8 decode came out 44 % slow (held out 17.0 %). At TP 2
+  the ring's hop latency staying at a physical 2.3 µs; TP 8 decode still comes out 31 % slow.
+  (Before the per-worker term the ring absorbed the growth, 13 µs a hop, 64 layers × 2
+  all-reduces × 14 hops at TP 8, and TP 8 decode came out 44 % slow, held out 17.0 %.) At TP 2
   OPT-66B's weights leave ~8,900 tokens of KV per GPU and the profile charges 6.3× the HBM time
   per context token (0.0037 ms against 0.0006 ms at 2 TB/s; OPT-13B at TP 2: 1.1×). Decode steps
   whose KV cannot fit beside the weights were never measured and are not sampled (e.g. 256 ×
   2,048 tokens at TP 2). The fit holds the weight-read efficiency at 0.9 (fitted, it goes to
   its bound, 1).
-- **Step level, Splitwise held out on TP 8.** Decode is predicted within 2.5 %. Prefill is 21.6
-  % slow: per token, prefill gets dearer as the step grows, far more at TP 4 and 8 than at TP 2
+- **Step level, Splitwise held out on TP 8.** Decode is predicted within 1.9 %. Prefill is 22.4
+  % slow on average: per token, prefill gets dearer as the step grows, far more at TP 4 and 8 than at TP 2
   (a token's marginal cost from 1,024 to 2,048 tokens, then from 4,096 to 8,192: TP 2 0.30 →
   0.37 ms, TP 4 0.17 → 0.33 ms, TP 8 0.12 → 0.22 ms; attention's quadratic term adds under 10
   %), a slowdown no per-token, per-prompt or all-reduce term reproduces across the three
-  degrees; fitted on TP 2 and 4, TP 8's small prefills are overcharged (+40-50 %).
+  degrees; fitted on TP 2 and 4, TP 8's prefills of 256-2,048 tokens are overcharged (+35-59 %)
+  and its batched ones of 8,192 tokens and more undercharged (8-21 %).
 - **Kernel level.** Where a layer streams its weights (1-8 tokens) simkv is within 6 % on both
   GPUs: the weight-read efficiency of 0.9 of each preset's bandwidth is what vLLM's kernels
-  reach. At 2,048 tokens simkv is 16-29 % slow: a large GEMM reaches 0.97-1.03 of the board's
-  sustained rate, while the default GEMM efficiency, 0.8, is set for the mostly smaller GEMMs of
-  serving steps. Around 256 tokens simkv is 18-24 % fast on the RTX PRO 6000: the roofline
-  switches sharply from the weight stream to the FLOPs, where the kernels pay for a mix of both.
-  The routed experts are within 8 % where the step streams most of them (128 activated, up to
-  512 tokens), but up to 52 % fast with few experts and many tokens: vLLM's fused MoE kernel runs
-  each expert's GEMM well below the dense rate (8 experts at 2,048 tokens: 267 TFLOPS, 0.65 of
-  the sustained 409), which simkv prices at the dense GEMM efficiency. The request-level fits
-  absorb these into the host overheads; the kernel-level errors are the GPU terms' own.
+  reach; at 2,048 tokens the matmuls reach 0.97-1.03 of the board's sustained rate (the fitted
+  GEMM efficiency, 0.98). Between the two the kernels pay for a mix of both: where the FLOP
+  and stream times are equal (176-272 tokens) they take 1.3 (RTX 4090) to 1.6-1.8 (RTX PRO 6000)
+  times the larger, so the classic roofline's max is 10-16 % off on the RTX PRO 6000 (column
+  *max*), and the p-norm with one fitted exponent for both GPUs overshoots the RTX 4090 there
+  (+34 % at 256 tokens), its worst point. The routed experts are within 5 % where the step
+  streams most of them (64-128 activated), but 19-21 % fast on average with 8-16 experts and
+  many tokens: vLLM's fused MoE kernel runs each expert's GEMM well below the dense rate (8
+  experts at 2,048 tokens: 267 TFLOPS, 0.65 of the sustained 409), which simkv prices at the
+  dense GEMM efficiency. The request-level fits absorb these into the host overheads; the
+  kernel-level errors are the GPU terms' own.
 - **Kernel level, attention.** The attention layer takes 8-17 µs a call even on the smallest
   shapes, so each layer of each step pays `attention_floor_us`; on decode-only shapes the floor
   and a KV read at 0.86 of the bandwidth leave 8-12 % (bytes alone: 35-42 %, fast on small
@@ -375,9 +409,9 @@ WHY = """\
 - **Figure 13.** The paper-era fit holds the weight-read efficiency at 0.9 instead of letting
   the fixed overhead absorb the weight stream, so OPT-13B's 25.7 GB of weights cost 18.4 ms a
   step at the paper's A100-40GB (1,555 GB/s) rather than the 14.0 ms of DistServe's A100-80GB:
-  27.2 batched requests, 10.5 % under the paper's 30.42. Orca (Max) batches exactly 7 whenever a
+  27.3 batched requests, 10.3 % under the paper's 30.42. Orca (Max) batches exactly 7 whenever a
   request waits; its mean is 6.95-6.96 because every step with fewer has an empty queue (with
-  the defaults: 509 steps before the last arrival, 1,003 in the final drain, of 98,664).
+  the defaults: 499 steps before the last arrival, 1,004 in the final drain, of 98,660).
 """
 
 
@@ -413,16 +447,20 @@ def main() -> None:
         table(["data (fit → held out)", "defaults", "calibrated", "held out"], step_rows),
         "Held out, by tensor-parallel degree and phase (bias: mean signed error, + = simkv slow):",
         table(["held out", "tp, phase", "steps", "mean abs. error", "bias"], group_rows),
-        "### Kernel level: the linear term against vLLM 0.19's kernels (defaults, no fit)",
+        "### Kernel level: the linear term, fitted to vLLM 0.19's kernels",
         "One decoder layer's measured matmul kernels (LLMServingSim's layer profiles, "
         "`traces/measured/llmservingsim-profiles`: `dense.csv`'s qkv, o, gate-up and down "
         "projections at 1-2,048 tokens; `moe.csv`'s routed experts by tokens and activated "
         "experts) against simkv's linear term for that layer "
         "(`RooflineCostModel.linear_s`, `simkv.measured.profiles.decoder_layer`); error = simkv "
         "/ measured − 1, + = simkv slow. The GPU preset is the one the profile's device name "
-        "finds.",
-        table(["profile", "points", "mean abs. error", "bias", "fewest tokens", "256 tokens",
-               "2,048 tokens"], kernel_rows),
+        "finds. The dense profiles are where the linear knobs' defaults come from: "
+        f"`simkv.measured.profiles.fit_linear` on the five pooled, from any start, gives "
+        f"{linear_fit()} (the weight-read efficiency held at its 0.9); the defaults are these, "
+        "rounded. The column *max* is the error with the classic roofline's larger of the FLOP "
+        "and weight-stream times (`linear_overlap_exponent` 64), the rest use the defaults.",
+        table(["profile", "points", "mean abs. error", "bias", "max", "fewest tokens",
+               "256 tokens", "2,048 tokens"], kernel_rows),
         "### Kernel level: the attention term, fitted to vLLM 0.19's attention layer",
         "The attention layer (`attention.csv`: at most one prefill chunk after cached tokens "
         "beside up to 256 decodes, every shape the profiler's grid holds, vLLM 0.19's "

@@ -61,6 +61,8 @@ class RooflineCostConfig(TransferCostConfig):
     Efficiencies (fractions of the GPU's tensor rate or HBM bandwidth, :data:`Efficiency`):
 
     * ``gemm_efficiency``: tensor-core FLOP/s reached by the linear layers;
+    * ``linear_overlap_exponent``: how the linear layers' FLOP time and weight-stream time
+      combine (their p-norm: 1 adds them, 64 is practically the larger of the two);
     * ``weight_read_efficiency``: HBM bandwidth reached streaming the weights;
     * ``kv_read_efficiency``: HBM bandwidth reached by attention reading the KV cache;
     * ``attention_efficiency``: tensor-core FLOP/s reached by prefill attention.
@@ -87,11 +89,14 @@ class RooflineCostConfig(TransferCostConfig):
     and attention efficiencies are fractions of the GPU's tensor rate: its measured sustained
     BF16 GEMM rate where the preset has one, else its spec peak
     (:attr:`~simkv.config.hardware.GpuSpec.tensor_flops_per_s`). Two groups of defaults are
-    fitted to measurements, the GPU side first. The four attention knobs (``attention_floor_us``,
-    ``kv_read_efficiency``, ``attention_efficiency``, ``mixed_gqa_reread``) come from vLLM 0.19's
-    attention layer measured shape by shape on an RTX 4090 and an RTX PRO 6000
-    (:func:`simkv.measured.profiles.fit_attention` on the ``attention.csv`` grids bundled under
-    ``traces/measured/llmservingsim-profiles``; ``benchmarks/sim_vs_real.py`` prints the fit).
+    fitted to measurements, the GPU side first. The two linear knobs (``gemm_efficiency``,
+    ``linear_overlap_exponent``) come from vLLM 0.19's matmuls of one decoder layer measured at
+    1-2,048 tokens on an RTX 4090 and an RTX PRO 6000 (:func:`simkv.measured.profiles.fit_linear`
+    on the ``dense.csv`` profiles bundled under ``traces/measured/llmservingsim-profiles``), the
+    four attention knobs (``attention_floor_us``, ``kv_read_efficiency``,
+    ``attention_efficiency``, ``mixed_gqa_reread``) from its attention layer measured shape by
+    shape on the same GPUs (:func:`simkv.measured.profiles.fit_attention` on the
+    ``attention.csv`` grids there); ``benchmarks/sim_vs_real.py`` prints both fits.
     Then the two host overheads, jointly to the two vLLM 0.19 Llama-3.1-8B runs bundled under
     ``traces/measured`` (an RTX 4090 and an RTX PRO 6000 Server Edition), every other knob at its
     default, from round values chosen before either run was seen
@@ -104,20 +109,21 @@ class RooflineCostConfig(TransferCostConfig):
             --fit step_overhead_ms,seq_overhead_ms \
             --start configs/measured/profiles/host_prior.yaml
 
-    (0.595 ms and 0.0137 ms; at the rounded defaults, mean abs. error 1.4 % on each run). The
+    (0.524 ms and 0.00560 ms; at the rounded defaults, mean abs. error 0.2 % on the RTX 4090
+    run and 1.8 % on the RTX PRO 6000 run). The
     bundled Qwen3-32B run (TP 2) was left out of both fits, so simkv's error on it is a
     prediction. ``simkv calibrate`` fits any knob to other measurements.
     """
 
     kind: Literal["roofline"] = "roofline"
     step_overhead_ms: NonNegativeFloat = Field(
-        0.59,
+        0.52,
         description="ms per step; default: vLLM 0.19's bundled Llama-3.1-8B runs "
-        "(traces/measured, joint fit of the two host overheads: 0.595 ms)",
+        "(traces/measured, joint fit of the two host overheads: 0.524 ms)",
     )
     seq_overhead_ms: NonNegativeFloat = Field(
-        0.014,
-        description="ms per sequence per step; default: the same joint fit (0.0137 ms; "
+        0.0056,
+        description="ms per sequence per step; default: the same joint fit (0.00560 ms; "
         "the 2023-era vLLM of DistServe's profile: 0.02-0.12 ms)",
     )
     worker_overhead_ms: NonNegativeFloat = Field(
@@ -132,10 +138,19 @@ class RooflineCostConfig(TransferCostConfig):
         "the bundled runs)",
     )
     gemm_efficiency: Efficiency = Field(
-        0.8,
+        0.98,
         description="fraction of the GPU's tensor rate (measured sustained GEMM rate, else "
-        "spec peak) in the linear layers; default: serving GEMMs are smaller than the "
-        "8192^3 measurement and than the shapes spec peaks assume",
+        "spec peak) in the linear layers; default: vLLM 0.19's linear kernels of one decoder "
+        "layer at 1-2,048 tokens on an RTX 4090 and an RTX PRO 6000, TP 1 and 2 "
+        "(simkv.measured.profiles.fit_linear on traces/measured/llmservingsim-profiles: 0.983)",
+    )
+    linear_overlap_exponent: float = Field(
+        1.45,
+        ge=1.0,
+        le=64.0,
+        description="how far a linear layer overlaps its FLOPs with its weight stream: its time "
+        "is the p-norm of the two times, (gemm^p + stream^p)^(1/p); 64 is the classic "
+        "roofline's max (full overlap), 1 their sum (none); default: the same fit (1.451)",
     )
     weight_read_efficiency: Efficiency = Field(
         0.9,

@@ -24,7 +24,7 @@ where their defaults come from.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,14 +39,18 @@ from simkv.workload.tables import read_table
 
 __all__ = [
     "LINEAR_KERNELS",
+    "LINEAR_KNOBS",
     "AttentionGrid",
+    "LinearProfile",
     "attention_kernel_us",
     "attention_us",
     "attention_work",
     "attention_works",
     "decoder_layer",
     "fit_attention",
+    "fit_linear",
     "linear_kernel_us",
+    "linear_us",
     "moe_kernel_us",
 ]
 
@@ -154,6 +158,47 @@ def attention_us(
     return np.array([layer.attention_s(work) * 1e6 for work in works])
 
 
+@dataclass(frozen=True)
+class LinearProfile:
+    """One dense model's ``dense.csv`` with the GPU it was measured on and the tensor-parallel
+    degree its weights were sharded for."""
+
+    path: Path
+    gpu: GpuSpec
+    model: ModelSpec
+    tensor_parallel: int
+
+
+def linear_us(cfg: RooflineCostConfig, profile: LinearProfile, tokens: Sequence[int]) -> np.ndarray:
+    """simkv's linear term (:meth:`~simkv.engine.cost_model.RooflineCostModel.linear_s`) for
+    one layer of ``profile.model`` on ``profile.gpu``, in µs, at each of ``tokens``."""
+    layer = RooflineCostModel(cfg, decoder_layer(profile.model), profile.gpu,
+                              tensor_parallel=profile.tensor_parallel, block_size=16)  # fmt: skip
+    return np.array([layer.linear_s(n, 0) * 1e6 for n in tokens])
+
+
+LINEAR_KNOBS = ("gemm_efficiency", "linear_overlap_exponent")
+"""What :func:`fit_linear` fits. The weight-read efficiency keeps its value: the few-token
+shapes, bound by the weight stream, confirm it (within 6 %), and fitted with these two it
+moves by under 2 %."""
+
+
+def fit_linear(profiles: Sequence[LinearProfile], start: RooflineCostConfig) -> RooflineCostConfig:
+    """``start`` with :data:`LINEAR_KNOBS` fitted to the pooled ``profiles`` (least squares on
+    the log of simkv's linear term for one layer over the measured matmuls,
+    :func:`linear_kernel_us`, at every token count). Deterministic."""
+    measured = [(profile, linear_kernel_us(profile.path)) for profile in profiles]
+    times = np.concatenate([list(us.values()) for _, us in measured])
+
+    def predict_us(trial: RooflineCostConfig) -> np.ndarray:
+        return np.concatenate([linear_us(trial, profile, list(us)) for profile, us in measured])
+
+    return _fit_knobs(start, LINEAR_KNOBS, predict_us, times)
+
+
+Picked = tuple[AttentionGrid, list[StepWork], np.ndarray]
+
+
 ATTENTION_KNOBS = (
     ("attention_floor_us", "kv_read_efficiency"),
     ("attention_efficiency",),
@@ -175,28 +220,34 @@ def fit_attention(grids: Sequence[AttentionGrid], start: RooflineCostConfig) -> 
         shapes.append((grid, attention_works(rows), rows[:, 4], rows[:, 0] > 0, rows[:, 2] > 0))
     cfg = start
     for stage, knobs in zip(("decode", "prefill", "mixed"), ATTENTION_KNOBS, strict=True):
-        picked = []
+        picked: list[Picked] = []
         for grid, works, us, prefill, decode in shapes:
             keep = {"decode": ~prefill, "prefill": ~decode, "mixed": prefill & decode}[stage]
             picked.append((grid, [w for w, k in zip(works, keep, strict=True) if k], us[keep]))
-        cfg = _fit_stage(cfg, knobs, picked)
+        measured = np.concatenate([us for _, _, us in picked])
+
+        def predict_us(trial: RooflineCostConfig, picked: list[Picked] = picked) -> np.ndarray:
+            return np.concatenate([attention_us(trial, grid, works) for grid, works, _ in picked])
+
+        cfg = _fit_knobs(cfg, knobs, predict_us, measured)
     return cfg
 
 
-def _fit_stage(
+def _fit_knobs(
     cfg: RooflineCostConfig,
     knobs: tuple[str, ...],
-    picked: list[tuple[AttentionGrid, list[StepWork], np.ndarray]],
+    predict_us: Callable[[RooflineCostConfig], np.ndarray],
+    measured_us: np.ndarray,
 ) -> RooflineCostConfig:
-    measured = np.log(np.concatenate([us for _, _, us in picked]))
+    """``cfg`` with ``knobs`` set to least-squares on ``log(predict_us(cfg) / measured_us)``,
+    each knob in log space from its value in ``cfg`` (scipy's trust-region solver)."""
+    measured = np.log(measured_us)
 
     def config(x: np.ndarray) -> RooflineCostConfig:
         return cfg.model_copy(update=dict(zip(knobs, np.exp(x).tolist(), strict=True)))
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        trial = config(x)
-        predicted = [attention_us(trial, grid, works) for grid, works, _ in picked]
-        return np.log(np.concatenate(predicted)) - measured
+        return np.log(predict_us(config(x))) - measured
 
     x0 = np.log([getattr(cfg, knob) for knob in knobs])
     return config(least_squares(residuals, x0, method="trf", xtol=1e-10, ftol=1e-10).x)

@@ -28,6 +28,7 @@ ROOF = RooflineCostConfig(
     seq_overhead_ms=0.0,
     prefill_overhead_ms=0.0,
     gemm_efficiency=0.6,
+    linear_overlap_exponent=64.0,  # the larger of FLOP and stream time: see the p-norm test
     weight_read_efficiency=0.8,
     kv_read_efficiency=0.8,
     attention_efficiency=0.5,
@@ -79,6 +80,23 @@ def test_decode_step_streams_the_weights_then_reads_the_kv() -> None:
     kv = 4096 * KV / BYTE_RATE + 8 * KV / BYTE_RATE  # read 4096 tokens' KV, write 8
     assert roofline().step_time_s(DECODE) == pytest.approx(0.002 + STREAM_S + kv, rel=1e-12)
     assert roofline().step_time_s(DECODE) == pytest.approx(0.0253673, abs=1e-7)
+
+
+@pytest.mark.parametrize("p", [1.0, 1.45, 2.0])
+def test_the_linear_layers_cost_the_p_norm_of_their_flop_and_stream_times(p: float) -> None:
+    """100 decodes: their GEMMs (15.8 ms at 0.6 of the sustained rate) and the weight stream
+    (20.7 ms at 0.8 of the bandwidth) combine as ``(gemm^p + stream^p)^(1/p)``: their sum at
+    p = 1; within 1e-8 of the larger at the golden tests' p = 64."""
+    gemm = (2 * NONEMBED_PARAMS * 100 + LM_HEAD_FLOPS * 100) / FLOP_RATE
+    assert gemm == pytest.approx(0.0158, abs=1e-4)
+    assert pytest.approx(0.0207, abs=1e-4) == STREAM_S
+    model = RooflineCostModel(ROOF.model_copy(update={"linear_overlap_exponent": p}), OPT, A100,
+                              tensor_parallel=1, block_size=16)  # fmt: skip
+    expected = (gemm**p + STREAM_S**p) ** (1 / p)
+    assert model.linear_s(100, 100) == pytest.approx(expected, rel=1e-12)
+    if p == 1.0:
+        assert model.linear_s(100, 100) == pytest.approx(gemm + STREAM_S, rel=1e-12)
+    assert roofline().linear_s(100, 100) == pytest.approx(STREAM_S, rel=1e-8)
 
 
 def test_prefill_step_pays_its_gemm_and_its_attention() -> None:
