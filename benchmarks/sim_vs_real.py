@@ -318,7 +318,7 @@ WHY = """\
 - **Defaults are in sample on the Llama-3.1-8B runs.** The roofline's two host overheads
   were fitted to these two runs together (the attention knobs first, to the kernel profiles
   below; every other knob at its documented value), so their *defaults* column is not a
-  prediction; the Qwen3-32B run was used by neither fit, and its 3.8 % is.
+  prediction; the Qwen3-32B run was used by neither fit, and its 4.0 % is.
   The RTX 4090 run is KV-bound (2,588 blocks, TTFT is a minute of queueing), so its error
   follows admission and preemption as much as step time; vLLM 0.19 admits a request only when
   its whole prompt fits (`scheduler.reserve_full_prompt`, from the run's `meta.json`). The
@@ -373,13 +373,13 @@ WHY = """\
   whose KV cannot fit beside the weights were never measured and are not sampled (e.g. 256 ×
   2,048 tokens at TP 2). The fit holds the weight-read efficiency at 0.9 (fitted, it goes to
   its bound, 1).
-- **Step level, Splitwise held out on TP 8.** Decode is predicted within 1.9 %. Prefill is 22.4
-  % slow on average: per token, prefill gets dearer as the step grows, far more at TP 4 and 8 than at TP 2
-  (a token's marginal cost from 1,024 to 2,048 tokens, then from 4,096 to 8,192: TP 2 0.30 →
-  0.37 ms, TP 4 0.17 → 0.33 ms, TP 8 0.12 → 0.22 ms; attention's quadratic term adds under 10
-  %), a slowdown no per-token, per-prompt or all-reduce term reproduces across the three
-  degrees; fitted on TP 2 and 4, TP 8's prefills of 256-2,048 tokens are overcharged (+35-59 %)
-  and its batched ones of 8,192 tokens and more undercharged (8-21 %).
+- **Step level, Splitwise held out on TP 8.** Decode is predicted within 1.9 %. Prefill is
+  22.4 % slow on average: per token, prefill gets dearer as the step grows, far more at TP 4
+  and 8 than at TP 2 (a token's marginal cost from 1,024 to 2,048 tokens, then from 4,096 to
+  8,192: TP 2 0.30 → 0.37 ms, TP 4 0.17 → 0.33 ms, TP 8 0.12 → 0.22 ms; attention's quadratic
+  term adds under 10 %), a slowdown no per-token, per-prompt or all-reduce term reproduces
+  across the three degrees; fitted on TP 2 and 4, TP 8's prefills of 256-2,048 tokens are
+  overcharged (+35-59 %) and its batched ones of 8,192 tokens and more undercharged (8-21 %).
 - **Kernel level.** Where a layer streams its weights (1-8 tokens) simkv is within 6 % on both
   GPUs: the weight-read efficiency of 0.9 of each preset's bandwidth is what vLLM's kernels
   reach; at 2,048 tokens the matmuls reach 0.97-1.03 of the board's sustained rate (the fitted
