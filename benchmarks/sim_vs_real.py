@@ -391,7 +391,9 @@ WHY = """\
   streams most of them (64-128 activated), but 19-21 % fast on average with 8-16 experts and
   many tokens: vLLM's fused MoE kernel runs each expert's GEMM well below the dense rate (8
   experts at 2,048 tokens: 267 TFLOPS, 0.65 of the sustained 409), which simkv prices at the
-  dense GEMM efficiency. The request-level fits absorb these into the host overheads; the
+  dense GEMM efficiency. Those rows are skewed routings: with the top-8 of 128 spread evenly, as
+  simkv assumes, a step of 64 tokens already touches 125.9 experts in expectation, the 128-row
+  regime (3.3 % off). The request-level fits absorb these into the host overheads; the
   kernel-level errors are the GPU terms' own.
 - **Kernel level, attention.** The attention layer takes 8-17 µs a call even on the smallest
   shapes, so each layer of each step pays `attention_floor_us`; on decode-only shapes the floor
