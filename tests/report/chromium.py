@@ -151,10 +151,24 @@ class Tab:
             raise RuntimeError(f"{expression[:60]}…: {reply['exceptionDetails']}")
         return reply["result"]["value"]
 
+    def settle(self) -> None:
+        """Wait until every image of the page is decoded and two frames have been drawn: the
+        load event comes before the raster, so a screenshot taken at once can catch a large
+        image half painted."""
+        painted = ("Promise.all([...document.images].map(i => i.decode().catch(() => null)))"
+                   ".then(() => new Promise(r => requestAnimationFrame(() =>"
+                   " requestAnimationFrame(() => r(true)))))")  # fmt: skip
+        reply = self.browser.call("Runtime.evaluate", self.sid, expression=painted,
+                                  awaitPromise=True, returnByValue=True)  # fmt: skip
+        if "exceptionDetails" in reply:
+            raise RuntimeError(f"settle: {reply['exceptionDetails']}")
+
     def screenshot(self, *, full_page: bool = False) -> bytes:
-        """A PNG of the window (or, with ``full_page``, of the whole page)."""
+        """A PNG of the window (or, with ``full_page``, of the whole page), once the page has
+        settled (:meth:`settle`)."""
         import base64
 
+        self.settle()
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             height = self.value("document.documentElement.scrollHeight")
