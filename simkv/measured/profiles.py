@@ -18,8 +18,9 @@ kernels at each token count, :func:`attention_work` is the step an attention sha
 and :func:`decoder_layer` turns a model preset into a one-layer model whose roofline
 (:meth:`~simkv.engine.cost_model.RooflineCostModel.linear_s`,
 :meth:`~simkv.engine.cost_model.RooflineCostModel.attention_s`) prices exactly that layer.
-:func:`fit_attention` fits the roofline's attention knobs to ``attention.csv`` grids: it is
-where their defaults come from.
+:func:`fit_linear` fits the roofline's linear knobs to ``dense.csv`` profiles and
+:func:`fit_attention` its attention knobs to ``attention.csv`` grids: they are where those
+defaults come from.
 """
 
 from __future__ import annotations
@@ -196,7 +197,8 @@ def fit_linear(profiles: Sequence[LinearProfile], start: RooflineCostConfig) -> 
     return _fit_knobs(start, LINEAR_KNOBS, predict_us, times)
 
 
-Picked = tuple[AttentionGrid, list[StepWork], np.ndarray]
+_Picked = tuple[AttentionGrid, list[StepWork], np.ndarray]
+"""A grid, the attention shapes of one fit stage taken from it, and their measured µs."""
 
 
 ATTENTION_KNOBS = (
@@ -220,13 +222,13 @@ def fit_attention(grids: Sequence[AttentionGrid], start: RooflineCostConfig) -> 
         shapes.append((grid, attention_works(rows), rows[:, 4], rows[:, 0] > 0, rows[:, 2] > 0))
     cfg = start
     for stage, knobs in zip(("decode", "prefill", "mixed"), ATTENTION_KNOBS, strict=True):
-        picked: list[Picked] = []
+        picked: list[_Picked] = []
         for grid, works, us, prefill, decode in shapes:
             keep = {"decode": ~prefill, "prefill": ~decode, "mixed": prefill & decode}[stage]
             picked.append((grid, [w for w, k in zip(works, keep, strict=True) if k], us[keep]))
         measured = np.concatenate([us for _, _, us in picked])
 
-        def predict_us(trial: RooflineCostConfig, picked: list[Picked] = picked) -> np.ndarray:
+        def predict_us(trial: RooflineCostConfig, picked: list[_Picked] = picked) -> np.ndarray:
             return np.concatenate([attention_us(trial, grid, works) for grid, works, _ in picked])
 
         cfg = _fit_knobs(cfg, knobs, predict_us, measured)
