@@ -221,9 +221,9 @@ times (the classic roofline), for comparison."""
 
 
 def kernel_level() -> list[list[str]]:
-    """simkv's linear term (:meth:`RooflineCostModel.linear_s`, the defaults) against the
-    measured kernels of one decoder layer (:mod:`simkv.measured.profiles`); error = simkv /
-    measured − 1, + = simkv slow."""
+    """simkv's linear term (:meth:`RooflineCostModel.linear_s`) against the measured kernels
+    of one decoder layer (:mod:`simkv.measured.profiles`), with the defaults and with
+    :data:`MAX_ROOFLINE`; error = simkv / measured − 1, + = simkv slow."""
     rows = []
     for label, profile in _linear_profiles().items():
         measured = linear_kernel_us(profile.path)
