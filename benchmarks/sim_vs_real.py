@@ -40,11 +40,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import yaml
 from doc_blocks import SIM_VS_REAL, write_block
+from scipy.optimize import linprog
 
 from simkv.calibrate.api import RUN_KNOBS, step_knobs
 from simkv.calibrate.fit import fit_run, fit_steps, step_errors
@@ -153,12 +155,22 @@ def _step_row(
     return row, by_group
 
 
-def step_level() -> tuple[list[list[str]], list[list[str]], RooflineCostConfig]:
+def _step_sets() -> dict[str, list[StepSample]]:
+    """The four step datasets of the two held-out pairings, in the order of the pairings."""
     opt13 = read_step_samples(DISTSERVE, gpu="a100-80gb", model="opt-13b")
     opt66 = read_step_samples(DISTSERVE, gpu="a100-80gb", model="opt-66b")
     llama = read_step_samples(SPLITWISE, model="llama-2-70b")
-    tp8 = [s for s in llama if s.tensor_parallel == 8]
-    tp24 = [s for s in llama if s.tensor_parallel < 8]
+    return {
+        "DistServe OPT-13B": opt13,
+        "DistServe OPT-66B": opt66,
+        "Splitwise Llama-2-70B TP 2+4": [s for s in llama if s.tensor_parallel < 8],
+        "Splitwise Llama-2-70B TP 8": [s for s in llama if s.tensor_parallel == 8],
+    }
+
+
+def step_level() -> tuple[list[list[str]], list[list[str]], RooflineCostConfig]:
+    sets = _step_sets()
+    opt13, opt66, tp24, tp8 = sets.values()
     pairs = [
         ("DistServe OPT-13B → OPT-66B", "DistServe OPT-66B", opt13, opt66),
         ("Splitwise Llama-2-70B TP 2+4 → TP 8", "Splitwise Llama-2-70B", tp24, tp8),
@@ -170,6 +182,63 @@ def step_level() -> tuple[list[list[str]], list[list[str]], RooflineCostConfig]:
         groups += by_group
     paper_era = fit_steps(RooflineCostConfig(), opt13, step_knobs(opt13)).config
     return rows, groups, paper_era
+
+
+LEAST_ABS_ROUNDS = 3
+"""Nelder–Mead restarts of the least-abs. roofline fit (each from the last one's result, at
+most 1,500 evaluations each): the third changes the error by under 0.05 points."""
+
+
+def _linear_features(sample: StepSample) -> list[float]:
+    """The free linear model's terms of one step: for a prefill, 1, tokens, prompts, attention
+    pairs and tokens²; for a decode, 1, sequences, KV tokens read and sequences²."""
+    w = sample.work
+    if sample.phase == "prefill":
+        return [1, w.prefill_tokens, w.num_seqs, w.attention_pairs, w.prefill_tokens**2]
+    return [1, w.num_seqs, w.kv_read_tokens, w.num_seqs**2]
+
+
+def _least_abs_linear(samples: list[StepSample]) -> tuple[np.ndarray, int]:
+    """Each step's abs. relative error under the non-negative coefficients of
+    :func:`_linear_features` that minimise the mean abs. relative error (exactly: a linear
+    program), and the number of coefficients."""
+    times = np.array([s.time_ms for s in samples])
+    terms = np.array([_linear_features(s) for s in samples], dtype=float) / times[:, None]
+    terms /= np.where(terms.max(axis=0) > 0, terms.max(axis=0), 1.0)
+    n, k = terms.shape
+    # minimise Σ (over + under) subject to terms · c − over + under = 1, everything ≥ 0
+    cost = np.concatenate([np.zeros(k), np.ones(2 * n)])
+    equality = np.hstack([terms, -np.eye(n), np.eye(n)])
+    result = linprog(cost, A_eq=equality, b_eq=np.ones(n), bounds=(0, None), method="highs")
+    return np.abs(terms @ result.x[:k] - 1.0), k
+
+
+def _mean_abs_error(samples: list[StepSample]) -> Callable[[RooflineCostConfig], float]:
+    """The mean abs. relative step-time error of a config on ``samples``."""
+    return lambda cfg: float(np.mean(np.abs(step_errors(cfg, samples))))
+
+
+def reach() -> list[list[str]]:
+    """How low a fit of each step dataset can go: the roofline by least squares on log ratios
+    (what `simkv calibrate` fits), the roofline by least mean abs. error (Nelder–Mead from
+    there, no prior), and a free linear model with its own coefficients for every tp degree and
+    phase (:func:`_least_abs_linear`), each fitted on the data it is scored on."""
+    rows = []
+    for label, samples in _step_sets().items():
+        knobs = step_knobs(samples)
+        least_squares = fit_steps(RooflineCostConfig(), samples, knobs)
+        mae = _mean_abs_error(samples)
+        config = least_squares.config
+        for _ in range(LEAST_ABS_ROUNDS):
+            config = fit_run(config, mae, knobs, max_evaluations=1500, prior=False).config
+        groups: dict[tuple[int, str], list[StepSample]] = {}
+        for s in samples:
+            groups.setdefault((s.tensor_parallel, s.phase), []).append(s)
+        fits = [_least_abs_linear(group) for group in groups.values()]
+        free = float(np.mean(np.concatenate([errors for errors, _ in fits])))
+        rows.append([label, str(len(samples)), _pct(least_squares.error), _pct(mae(config)),
+                     str(len(knobs)), _pct(free), str(sum(k for _, k in fits))])  # fmt: skip
+    return rows
 
 
 def _kernel_row(
@@ -355,11 +424,16 @@ WHY = """\
   step pays the attention floor 64 times, and a mixed step re-reads its decodes' KV 4.1-fold
   (1 + 7 × 0.39) where a Llama-3.1-8B step does 2.2-fold; without them simkv predicted it 8.5 %
   off, fast throughout.
-- **Step level, in sample (DistServe 6.1 %, Splitwise 7.2 %, not 2 %).** The DistServe profile
-  is itself two fitted lines with a jump at 95 sequences (TP 1, 95 sequences of 1,024 tokens:
-  86.9 ms by the small-batch line, 79.3 ms by the large-batch one); a roofline is continuous.
-  Splitwise's batched prompts cost more per token than single ones at TP 4 (16 × 512 tokens:
-  2,886 ms; one 8,192-token prompt, with 16× the attention: 2,333 ms).
+- **Step level, in sample (DistServe 6.1 %, Splitwise 7.2 %, not 2 %).** Even a far freer
+  model does not reach 2 % on these data (*How low a fit can go*): the free linear model, with
+  coefficients of its own for every tp degree and phase (27 on OPT-13B, 18 on Splitwise's TP 2
+  and 4, against the roofline's 10 knobs shared by every degree), leaves 2.3 % and 3.1 %. The
+  DistServe profile is itself two fitted lines with a jump at 95 sequences (TP 1, 95 sequences
+  of 1,024 tokens: 86.9 ms by the small-batch line, 79.3 ms by the large-batch one); a
+  continuous model splits the jump. Splitwise's batched prompts cost more per token than
+  single ones at TP 4 (16 × 512 tokens: 2,886 ms; one 8,192-token prompt, with 16× the
+  attention: 2,333 ms). Fitting the roofline to the mean abs. error itself rather than by
+  least squares gains under a point (5.4 %, 6.7 %).
 - **Step level, DistServe held out on OPT-66B.** Beyond streaming the weights at the full 2,039
   GB/s, the profile's fixed decode cost grows with TP on OPT-13B (10.9, 18.2, 22.8 ms at TP 1,
   2, 4) but is flat on OPT-66B (24.8, 23.5, 23.5, 23.1 ms at TP 2, 3, 4, 8). The fit reads the
@@ -373,6 +447,8 @@ WHY = """\
   whose KV cannot fit beside the weights were never measured and are not sampled (e.g. 256 ×
   2,048 tokens at TP 2). The fit holds the weight-read efficiency at 0.9 (fitted, it goes to
   its bound, 1).
+  Fitted on OPT-66B's own steps the roofline leaves 5.7 %: the held-out error is what does not
+  carry from one model to the other, not what the model cannot express.
 - **Step level, Splitwise held out on TP 8.** Decode is predicted within 1.9 %. Prefill is
   22.4 % slow on average: per token, prefill gets dearer as the step grows, far more at TP 4
   and 8 than at TP 2 (a token's marginal cost from 1,024 to 2,048 tokens, then from 4,096 to
@@ -380,6 +456,10 @@ WHY = """\
   term adds under 10 %), a slowdown no per-token, per-prompt or all-reduce term reproduces
   across the three degrees; fitted on TP 2 and 4, TP 8's prefills of 256-2,048 tokens are
   overcharged (+35-59 %) and its batched ones of 8,192 tokens and more undercharged (8-21 %).
+  Fitted on TP 8's own steps, the roofline leaves 10.0 % by least squares and 7.3 % at its
+  least mean abs. error (prefill 20 % by least squares): the 10 % target is near what the
+  model reaches on TP 8 in sample, and the free linear model, fitted on TP 8, still leaves
+  3.8 %.
 - **Kernel level.** Where a layer streams its weights (1-8 tokens) simkv is within 6 % on both
   GPUs: the weight-read efficiency of 0.9 of each preset's bandwidth is what vLLM's kernels
   reach; at 2,048 tokens the matmuls reach 0.97-1.03 of the board's sustained rate (the fitted
@@ -434,6 +514,7 @@ def main() -> None:
     started = time.perf_counter()
     req_rows = request_level()
     step_rows, group_rows, paper_era = step_level()
+    reach_rows = reach()
     kernel_rows = kernel_level()
     attention_rows = attention_level()
     fig_rows = figure13(paper_era)
@@ -449,6 +530,15 @@ def main() -> None:
         table(["data (fit → held out)", "defaults", "calibrated", "held out"], step_rows),
         "Held out, by tensor-parallel degree and phase (bias: mean signed error, + = simkv slow):",
         table(["held out", "tp, phase", "steps", "mean abs. error", "bias"], group_rows),
+        "How low a fit can go, each fitted on the steps it is scored on (mean abs. error): "
+        "the roofline by least squares on log ratios (what `simkv calibrate` fits, as above), "
+        "the roofline by least mean abs. error (Nelder–Mead from there), and a free linear "
+        "model, non-negative coefficients of its own for every tp degree and phase, fitted "
+        "exactly (a linear program): a prefill costs a + b·tokens + c·prompts + d·attention "
+        "pairs + e·tokens², a decode a + b·sequences + c·KV tokens + d·sequences². It is a "
+        "reference, not a model simkv could ship: it predicts no tp degree it was not fitted on.",
+        table(["data", "steps", "roofline, least squares", "roofline, least abs. error",
+               "knobs", "free linear, least abs. error", "coefficients"], reach_rows),
         "### Kernel level: the linear term, fitted to vLLM 0.19's kernels",
         "One decoder layer's measured matmul kernels (LLMServingSim's layer profiles, "
         "`traces/measured/llmservingsim-profiles`: `dense.csv`'s qkv, o, gate-up and down "

@@ -1,8 +1,11 @@
-"""Shared test constants and the tiny CLI config fixture."""
+"""Shared test constants, the tiny CLI config fixture and the benchmark-script loader."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -20,6 +23,21 @@ gpu: a100-80gb
 kv_cache: {block_size: 4, num_blocks: 40}
 scheduler: {kind: vllm_v1}
 """
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """benchmarks/<name>.py as a module, its folder on the path as when it runs as a script."""
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.append(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        f"simkv_{name}_bench", ROOT / "benchmarks" / f"{name}.py"
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

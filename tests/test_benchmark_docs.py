@@ -2,38 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from tests.conftest import ROOT
-
-
-def _load(name: str) -> ModuleType:
-    """benchmarks/<name>.py as a module, its folder on the path as when it runs as a script."""
-    if str(ROOT / "benchmarks") not in sys.path:
-        sys.path.append(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        f"simkv_{name}_docs", ROOT / "benchmarks" / f"{name}.py"
-    )
-    if spec is None or spec.loader is None:
-        raise ImportError(name)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import ROOT, load_benchmark
 
 
 @pytest.mark.parametrize("write", [False, True])
 def test_speed_writes_docs_only_when_asked(
     write: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    speed = _load("speed")
+    speed = load_benchmark("speed")
     monkeypatch.setattr(speed, "run_cases", lambda names: {})
     monkeypatch.setattr(speed, "render", lambda outcomes, run: "PERFORMANCE\n")
     out = tmp_path / "performance.md"
@@ -48,12 +31,12 @@ def test_speed_writes_docs_only_when_asked(
 def test_fidelity_writes_docs_only_when_asked_and_keeps_sim_vs_real(
     write: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fidelity = _load("fidelity")
+    fidelity = load_benchmark("fidelity")
     monkeypatch.setattr(fidelity, "all_cases", lambda: [])
     monkeypatch.setattr(fidelity, "run_all", lambda cases, workers: {})
     monkeypatch.setattr(fidelity, "render", lambda results, command, wall_s: "FIDELITY\n")
     out = tmp_path / "fidelity.md"
-    doc_blocks = _load("doc_blocks")
+    doc_blocks = load_benchmark("doc_blocks")
     out.write_text(doc_blocks.with_block("OLD\n", doc_blocks.SIM_VS_REAL, "REAL NUMBERS\n"))
     before = out.read_text()
     argv = ["fidelity.py", "--out", str(out), *(["--write-docs"] if write else [])]

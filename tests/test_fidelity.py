@@ -7,34 +7,14 @@ margins below were checked by hand (see each test for the margin and why it is s
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from simkv.runner import kv_sizing
+from tests.conftest import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_fidelity() -> ModuleType:
-    """benchmarks/fidelity.py as a module, its folder on the path as when it runs as a script."""
-    if str(ROOT / "benchmarks") not in sys.path:
-        sys.path.append(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "simkv_fidelity_bench", ROOT / "benchmarks" / "fidelity.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-fid = _load_fidelity()
+fid = load_benchmark("fidelity")
 SCHEMES = ("vllm_v0", "orca_max", "orca_pow2", "orca_oracle")
 
 
