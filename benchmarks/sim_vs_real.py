@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +49,7 @@ from doc_blocks import SIM_VS_REAL, write_block
 from scipy.optimize import linprog
 
 from simkv.calibrate.api import RUN_KNOBS, step_knobs
-from simkv.calibrate.fit import fit_run, fit_steps, step_errors
+from simkv.calibrate.fit import FitResult, fit_run, fit_steps, step_error, step_errors
 from simkv.calibrate.runs import run_objective
 from simkv.calibrate.steps import StepSample, read_step_samples
 from simkv.config.cost import RooflineCostConfig
@@ -137,24 +137,33 @@ def request_level() -> list[list[str]]:
 StepRow = tuple[list[str], list[list[str]]]
 
 
-def _step_row(
-    label: str, held_label: str, train: list[StepSample], test: list[StepSample]
-) -> StepRow:
-    """The table row and the held-out error per tp degree and phase."""
-    result = fit_steps(RooflineCostConfig(), train, step_knobs(train))
-    errors = step_errors(result.config, test)
+@cache
+def _least_squares(name: str) -> FitResult:
+    """The least-squares step fit (`simkv calibrate`'s) of the dataset ``name`` of
+    :func:`_step_sets`, from the defaults; each dataset is fitted once per run."""
+    samples = _step_sets()[name]
+    return fit_steps(RooflineCostConfig(), samples, step_knobs(samples))
+
+
+def _step_row(label: str, held_label: str, train: str, test: str) -> StepRow:
+    """The table row of a pairing (dataset names of :func:`_step_sets`) and the held-out error
+    per tp degree and phase."""
+    result = _least_squares(train)
+    test_samples = _step_sets()[test]
+    errors = step_errors(result.config, test_samples)
     groups: dict[tuple[int, str], list[float]] = {}
-    for sample, error in zip(test, errors, strict=True):
+    for sample, error in zip(test_samples, errors, strict=True):
         groups.setdefault((sample.tensor_parallel, sample.phase), []).append(float(error))
     by_group = [[held_label, f"{tp} {phase}", str(len(e)),
                  _pct(float(np.mean(np.abs(e)))), f"{100 * float(np.mean(e)):+.1f} %"]
                 for (tp, phase), e in sorted(groups.items())]  # fmt: skip
-    mae = lambda cfg, s: abs(step_errors(cfg, s)).mean()  # noqa: E731
-    row = [label, _pct(mae(RooflineCostConfig(), train + test)), _pct(result.error),
-           _pct(mae(result.config, test))]  # fmt: skip
+    every = _step_sets()[train] + test_samples
+    row = [label, _pct(step_error(RooflineCostConfig(), every)), _pct(result.error),
+           _pct(step_error(result.config, test_samples))]  # fmt: skip
     return row, by_group
 
 
+@cache
 def _step_sets() -> dict[str, list[StepSample]]:
     """The four step datasets of the two held-out pairings, in the order of the pairings."""
     opt13 = read_step_samples(DISTSERVE, gpu="a100-80gb", model="opt-13b")
@@ -169,8 +178,7 @@ def _step_sets() -> dict[str, list[StepSample]]:
 
 
 def step_level() -> tuple[list[list[str]], list[list[str]], RooflineCostConfig]:
-    sets = _step_sets()
-    opt13, opt66, tp24, tp8 = sets.values()
+    opt13, opt66, tp24, tp8 = _step_sets()  # the datasets' names
     pairs = [
         ("DistServe OPT-13B → OPT-66B", "DistServe OPT-66B", opt13, opt66),
         ("Splitwise Llama-2-70B TP 2+4 → TP 8", "Splitwise Llama-2-70B", tp24, tp8),
@@ -180,8 +188,7 @@ def step_level() -> tuple[list[list[str]], list[list[str]], RooflineCostConfig]:
         row, by_group = _step_row(label, held_label, train, test)
         rows.append(row)
         groups += by_group
-    paper_era = fit_steps(RooflineCostConfig(), opt13, step_knobs(opt13)).config
-    return rows, groups, paper_era
+    return rows, groups, _least_squares(opt13).config  # the paper-era profile
 
 
 LEAST_ABS_ROUNDS = 3
@@ -213,11 +220,6 @@ def _least_abs_linear(samples: list[StepSample]) -> tuple[np.ndarray, int]:
     return np.abs(terms @ result.x[:k] - 1.0), k
 
 
-def _mean_abs_error(samples: list[StepSample]) -> Callable[[RooflineCostConfig], float]:
-    """The mean abs. relative step-time error of a config on ``samples``."""
-    return lambda cfg: float(np.mean(np.abs(step_errors(cfg, samples))))
-
-
 def reach() -> list[list[str]]:
     """How low a fit of each step dataset can go: the roofline by least squares on log ratios
     (what `simkv calibrate` fits), the roofline by least mean abs. error (Nelder–Mead from
@@ -225,19 +227,20 @@ def reach() -> list[list[str]]:
     phase (:func:`_least_abs_linear`), each fitted on the data it is scored on."""
     rows = []
     for label, samples in _step_sets().items():
-        knobs = step_knobs(samples)
-        least_squares = fit_steps(RooflineCostConfig(), samples, knobs)
-        mae = _mean_abs_error(samples)
+        least_squares = _least_squares(label)
+        objective = partial(step_error, samples=samples)
         config = least_squares.config
         for _ in range(LEAST_ABS_ROUNDS):
-            config = fit_run(config, mae, knobs, max_evaluations=1500, prior=False).config
+            config = fit_run(config, objective, least_squares.knobs, max_evaluations=1500,
+                             prior=False).config  # fmt: skip
         groups: dict[tuple[int, str], list[StepSample]] = {}
         for s in samples:
             groups.setdefault((s.tensor_parallel, s.phase), []).append(s)
         fits = [_least_abs_linear(group) for group in groups.values()]
         free = float(np.mean(np.concatenate([errors for errors, _ in fits])))
-        rows.append([label, str(len(samples)), _pct(least_squares.error), _pct(mae(config)),
-                     str(len(knobs)), _pct(free), str(sum(k for _, k in fits))])  # fmt: skip
+        rows.append([label, str(len(samples)), _pct(least_squares.error),
+                     _pct(step_error(config, samples)), str(len(least_squares.knobs)),
+                     _pct(free), str(sum(k for _, k in fits))])  # fmt: skip
     return rows
 
 

@@ -31,7 +31,7 @@ from simkv.config.hardware import load_gpu_preset, load_model_preset
 from simkv.engine.cost_model import RooflineCostModel
 from simkv.errors import InputError
 
-__all__ = ["KNOBS", "FitResult", "fit_run", "fit_steps", "step_errors"]
+__all__ = ["KNOBS", "FitResult", "fit_run", "fit_steps", "step_error", "step_errors"]
 
 KNOBS: dict[str, tuple[float, float]] = {
     "step_overhead_ms": (1e-3, 500.0),
@@ -168,6 +168,12 @@ def step_errors(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> np.nd
     return _predict_ms(cfg, samples) / measured - 1.0
 
 
+def step_error(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> float:
+    """The mean absolute relative step-time error of ``cfg`` on ``samples`` (what a step fit
+    reports)."""
+    return float(np.mean(np.abs(step_errors(cfg, samples))))
+
+
 def _prior_weights(knobs: Sequence[str], prior: bool) -> np.ndarray:
     """Per-knob weight of the prior residual on the log-space displacement (0: no prior)."""
     sigmas = np.array([PRIOR_SIGMA.get(knob, WIDE_PRIOR) for knob in knobs])
@@ -215,8 +221,8 @@ def fit_steps(
         start=start,
         config=fitted,
         knobs=knobs,
-        error=float(np.mean(np.abs(step_errors(fitted, samples)))),
-        start_error=float(np.mean(np.abs(step_errors(start, samples)))),
+        error=step_error(fitted, samples),
+        start_error=step_error(start, samples),
         evaluations=count,
     )
 
