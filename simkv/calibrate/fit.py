@@ -31,7 +31,15 @@ from simkv.config.hardware import load_gpu_preset, load_model_preset
 from simkv.engine.cost_model import RooflineCostModel
 from simkv.errors import InputError
 
-__all__ = ["KNOBS", "FitResult", "fit_run", "fit_steps", "step_error", "step_errors"]
+__all__ = [
+    "KNOBS",
+    "FitResult",
+    "fit_log_ratios",
+    "fit_run",
+    "fit_steps",
+    "step_error",
+    "step_errors",
+]
 
 KNOBS: dict[str, tuple[float, float]] = {
     "step_overhead_ms": (1e-3, 500.0),
@@ -180,28 +188,28 @@ def _prior_weights(knobs: Sequence[str], prior: bool) -> np.ndarray:
     return (PRIOR_DATA_SCALE / sigmas) * (1.0 if prior else 0.0)
 
 
-def fit_steps(
+def fit_log_ratios(
     start: RooflineCostConfig,
-    samples: Sequence[StepSample],
     knobs: Sequence[str],
+    predict: Callable[[RooflineCostConfig], np.ndarray],
+    measured: np.ndarray,
     *,
-    prior: bool = True,
-) -> FitResult:
-    """The knobs that best predict ``samples`` (least squares on log step-time ratios, plus
-    the weak log-space prior centred on ``start`` unless ``prior`` is False)."""
-    knobs = check_knobs(knobs)
-    if len(samples) < len(knobs):
-        raise InputError(f"{len(samples)} steps cannot determine {len(knobs)} knobs", field="--fit")
-    log_measured = np.log([s.time_ms for s in samples])
+    prior: bool,
+) -> tuple[RooflineCostConfig, int]:
+    """``start`` with ``knobs`` set by least squares on ``log(predict(cfg) / measured)`` (each
+    knob in log space within :data:`KNOBS`' bounds, trust region reflective, deterministic),
+    plus the weak log-space prior centred on ``start`` if ``prior``; and the number of
+    evaluations. The solver of every least-squares fit: step samples here, kernel profiles in
+    :mod:`simkv.measured.profiles`."""
+    log_measured = np.log(measured)
     count = 0
-
     x0 = _start(start, knobs)
     weight = _prior_weights(knobs, prior)
 
     def residuals(x: np.ndarray) -> np.ndarray:
         nonlocal count
         count += 1
-        data = np.log(_predict_ms(_with(start, knobs, x), samples)) - log_measured
+        data = np.log(predict(_with(start, knobs, x))) - log_measured
         return np.concatenate([data, weight * (x - x0)])
 
     bounds = np.log([KNOBS[k] for k in knobs]).T
@@ -216,7 +224,25 @@ def fit_steps(
         gtol=1e-12,
         max_nfev=400,
     )
-    fitted = _with(start, knobs, result.x)
+    return _with(start, knobs, result.x), count
+
+
+def fit_steps(
+    start: RooflineCostConfig,
+    samples: Sequence[StepSample],
+    knobs: Sequence[str],
+    *,
+    prior: bool = True,
+) -> FitResult:
+    """The knobs that best predict ``samples`` (least squares on log step-time ratios, plus
+    the weak log-space prior centred on ``start`` unless ``prior`` is False)."""
+    knobs = check_knobs(knobs)
+    if len(samples) < len(knobs):
+        raise InputError(f"{len(samples)} steps cannot determine {len(knobs)} knobs", field="--fit")
+    measured = np.array([s.time_ms for s in samples])
+    fitted, count = fit_log_ratios(
+        start, knobs, lambda cfg: _predict_ms(cfg, samples), measured, prior=prior
+    )
     return FitResult(
         start=start,
         config=fitted,

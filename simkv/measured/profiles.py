@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import least_squares
 
+from simkv.calibrate.fit import fit_log_ratios
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.engine.cost_model import RooflineCostModel, StepWork, chunk_attention_pairs
@@ -241,15 +241,6 @@ def _fit_knobs(
     predict_us: Callable[[RooflineCostConfig], np.ndarray],
     measured_us: np.ndarray,
 ) -> RooflineCostConfig:
-    """``cfg`` with ``knobs`` set to least-squares on ``log(predict_us(cfg) / measured_us)``,
-    each knob in log space from its value in ``cfg`` (scipy's trust-region solver)."""
-    measured = np.log(measured_us)
-
-    def config(x: np.ndarray) -> RooflineCostConfig:
-        return cfg.model_copy(update=dict(zip(knobs, np.exp(x).tolist(), strict=True)))
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(predict_us(config(x))) - measured
-
-    x0 = np.log([getattr(cfg, knob) for knob in knobs])
-    return config(least_squares(residuals, x0, method="trf", xtol=1e-10, ftol=1e-10).x)
+    """``cfg`` with ``knobs`` fitted to ``measured_us`` by the calibration's least squares on
+    log ratios (:func:`~simkv.calibrate.fit.fit_log_ratios`), without its prior."""
+    return fit_log_ratios(cfg, knobs, predict_us, measured_us, prior=False)[0]
