@@ -34,8 +34,7 @@ CASES: dict[str, list[str]] = {
 
 
 def _one(case: str) -> dict[str, float | int | str]:
-    from simkv.config.sim import load_config
-    from simkv.runner import simulate
+    from simkv.run import load_config, simulate
 
     cfg = load_config(QUICKSTART, CASES[case])
     started = time.perf_counter()

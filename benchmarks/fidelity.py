@@ -8,7 +8,7 @@ writes them to ``docs/fidelity.md``, keeping the marked sim-vs-real block that
 
     .venv/bin/python benchmarks/fidelity.py [--workers 2] [--write-docs [--out docs/fidelity.md]]
 
-Every run is a plain :func:`simkv.runner.simulate` call on a config file plus ``--set``-style
+Every run is a plain :func:`simkv.run.simulate` call on a config file plus ``--set``-style
 overrides, so each row can be reproduced with ``simkv run CONFIG --set ...``.
 """
 
@@ -30,10 +30,10 @@ import numpy as np
 import pandas as pd
 from doc_blocks import SIM_VS_REAL, block_of
 
-from simkv.config.sim import GIB, SimConfig, load_config
+from simkv.config.sim import GIB, SimConfig
 from simkv.engine.cost_model import StepWork, chunk_attention_pairs
 from simkv.engine.costs import build_cost_model
-from simkv.runner import RunOutput, kv_sizing, simulate
+from simkv.run import RunOutput, kv_sizing, load_config, simulate
 from simkv.workload.build import build_workload
 
 ROOT = Path(__file__).resolve().parents[1]

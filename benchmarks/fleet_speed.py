@@ -32,8 +32,7 @@ def _overrides(replicas: int, router: str) -> list[str]:
 
 
 def _one(replicas: int, router: str) -> dict[str, float | int | str | None]:
-    from simkv.config.sim import load_config
-    from simkv.runner import simulate
+    from simkv.run import load_config, simulate
 
     cfg = load_config(QUICKSTART, _overrides(replicas, router))
     started = time.perf_counter()

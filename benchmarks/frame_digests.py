@@ -32,8 +32,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simkv.config.sim import SimConfig, load_config  # noqa: E402
-from simkv.run import simulate  # noqa: E402
+from simkv.config.sim import SimConfig  # noqa: E402
+from simkv.run import load_config, simulate  # noqa: E402
 
 MODES = {"lane": (True, False), "plain": (False, False), "checked": (True, True)}
 SHIPPED = ("configs/*.yaml", "configs/paper/*.yaml", "configs/measured/*.yaml")
@@ -110,10 +110,11 @@ def main() -> int:
         args.save.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
     if args.against:
         before = json.loads(args.against.read_text())
-        differ = sorted(k for k in before.keys() | digests.keys() if before.get(k) != digests.get(k))
+        keys = before.keys() | digests.keys()
+        differ = sorted(k for k in keys if before.get(k) != digests.get(k))
         for key in differ:
             print(f"differs: {key}")
-        print(f"{len(differ)} of {len(before.keys() | digests.keys())} runs differ")
+        print(f"{len(differ)} of {len(keys)} runs differ")
         return 1 if differ else 0
     return 0
 

@@ -55,7 +55,6 @@ from simkv.calibrate.steps import StepSample, read_step_samples
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec, load_gpu_preset, load_model_preset
 from simkv.config.profile import read_profile
-from simkv.config.sim import load_config
 from simkv.engine.cost_model import RooflineCostModel
 from simkv.measured import read_measured_run
 from simkv.measured.profiles import (
@@ -74,7 +73,7 @@ from simkv.measured.profiles import (
     moe_kernel_us,
 )
 from simkv.presets import find_preset
-from simkv.runner import simulate
+from simkv.run import load_config, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ROOT / "traces" / "measured"

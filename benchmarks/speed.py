@@ -92,8 +92,7 @@ class SpeedResult:
 
 def measure(case: SpeedCase) -> SpeedResult:
     """Run ``case`` in this process (the child side)."""
-    from simkv.config.sim import load_config
-    from simkv.runner import simulate
+    from simkv.run import load_config, simulate
 
     started = time.perf_counter()
     out = simulate(load_config(QUICKSTART, case.overrides()), QUICKSTART.parent)

@@ -6,7 +6,7 @@
 
 Overrides are keyword arguments named by the key path with ``__`` for each dot
 (``kv_cache__block_size=32`` is ``--set kv_cache.block_size=32``); values are Python values.
-Nothing is written to disk (:func:`simkv.runner.write_run` does that).
+Nothing is written to disk (:func:`simkv.run.write_run` does that).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from simkv.config.base import parse_yaml, validate
-from simkv.config.sim import SimConfig, apply_overrides, dump_resolved, load_config
+from simkv.config.sim import SimConfig, apply_overrides, dump_resolved
 from simkv.metrics.summary import DEFAULT_PERCENTILES
-from simkv.runner import RunOutput
-from simkv.runner import simulate as run_config
+from simkv.run import RunOutput, load_config
+from simkv.run import simulate as run_config
 
 
 def _set_items(overrides: dict[str, Any]) -> list[str]:

@@ -7,8 +7,8 @@ import re
 import pytest
 
 import simkv
-from simkv.config.sim import load_config
 from simkv.errors import InputError
+from simkv.run import load_config
 from tests.conftest import ROOT
 
 

@@ -35,7 +35,7 @@ RULES = [  # (modules under, may not import anything under)
         ("simkv.engine", "simkv.workload", "simkv.metrics", "simkv.report", "simkv.sweep"),
     ),
     ("simkv.metrics", ("simkv.engine",)),
-    ("simkv.config", ("simkv.engine", "simkv.metrics", "simkv.report", "simkv.runner")),
+    ("simkv.config", ("simkv.engine", "simkv.metrics", "simkv.report", "simkv.run")),
 ]
 
 

@@ -11,9 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from simkv.cli import app
-from simkv.config.sim import load_config
 from simkv.report import run_report
-from simkv.runner import simulate, write_run
+from simkv.run import load_config, simulate, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("pandas", "matplotlib", "jinja2", "simpy", "scipy", "pyarrow", "simkv.runner",
+HEAVY = ("pandas", "matplotlib", "jinja2", "simpy", "scipy", "pyarrow", "simkv.run",
          "simkv.engine", "simkv.report", "simkv.workload", "simkv.sweep.run")  # fmt: skip
 PROBE = (
     "import sys\n"

@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from simkv.runner import kv_sizing
+from simkv.run import kv_sizing
 from tests.conftest import load_benchmark
 
 fid = load_benchmark("fidelity")

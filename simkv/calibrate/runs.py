@@ -15,12 +15,13 @@ import yaml
 
 from simkv.config.base import parse_yaml, validate
 from simkv.config.cost import RooflineCostConfig
-from simkv.config.sim import SimConfig, apply_measured_engine, load_config
+from simkv.config.sim import SimConfig
 from simkv.errors import InputError
 from simkv.measured import MeasuredRun
 from simkv.metrics.validation import Validation, compare_metrics, simulated_request_frame
 from simkv.presets import find_preset
-from simkv.runner import simulate
+from simkv.run import simulate
+from simkv.run.load import apply_measured_engine, load_config
 
 __all__ = ["replay_config", "replay_validation", "run_objective"]
 

@@ -29,8 +29,9 @@ from simkv.capacity.run import CAPACITY_FILE, RunOptions, SearchRuns, rate_axis,
 from simkv.capacity.search import SearchError
 from simkv.config.fleet import ENGINE_SECTIONS
 from simkv.config.fleet_options import FleetOption, FleetOptions
-from simkv.config.sim import SimConfig, load_config
+from simkv.config.sim import SimConfig
 from simkv.errors import InputError
+from simkv.run import load_config
 
 COUNT_AXIS = "fleet.replicas.0.count"
 """The key a count search varies: the replica count of the fleet's only group."""

@@ -25,9 +25,10 @@ from typing import Any, Protocol
 
 from simkv.capacity.search import SearchError, SearchResult, check_parameters, search
 from simkv.config.limits import MAX_NAME_CHARS
-from simkv.config.sim import SimConfig, dump_resolved, load_config
+from simkv.config.sim import SimConfig, dump_resolved
 from simkv.errors import InputError
 from simkv.metrics.slo import good_fraction, meets_slos, slo_set
+from simkv.run import load_config
 from simkv.sweep.digest import run_digest
 from simkv.sweep.executors import make_executor
 from simkv.sweep.points import slug

@@ -61,9 +61,9 @@ def capacity(
     with --at-rate, the fewest replicas meeting them at that rate; with --options too, the
     cheapest fleet among the options."""
     from simkv.capacity.run import CapacityOptions, find_capacity
-    from simkv.config.sim import load_config
     from simkv.errors import InputError
     from simkv.report.sweep_report import write_sweep_report
+    from simkv.run import load_config
 
     with input_errors(ctx):
         _check_mode(ctx, at_rate is not None)

@@ -19,9 +19,9 @@ def fleet_capacity(
     """Run the count search (or one per option), write the folder and its reports, print."""
     from simkv.capacity.replicas import find_cheapest, find_min_count
     from simkv.config.fleet_options import load_fleet_options
-    from simkv.config.sim import load_config
     from simkv.errors import InputError
     from simkv.report.sweep_report import write_sweep_report
+    from simkv.run import load_config
 
     with input_errors(ctx):
         floor = opts.min_good_fraction

@@ -66,10 +66,10 @@ def run(
     ] = False,
 ) -> None:
     """Simulate one config; write frames, summary, resolved config and report.html."""
-    from simkv.config.sim import load_config, located_in
+    from simkv.config.sim import located_in
     from simkv.engine.progress import SimulationStalled
     from simkv.progress import stderr_progress, stderr_status
-    from simkv.runner import simulate, write_run
+    from simkv.run import load_config, simulate, write_run
 
     with input_errors(ctx):
         qs = _percentiles(percentiles)
@@ -116,16 +116,17 @@ def validate(
     set_: SetOption = None,
 ) -> None:
     """Validate a run config and print it fully resolved (every default and preset value)."""
-    from simkv.config.sim import dump_resolved, load_config, located_in
-    from simkv.fleet_run import group_sizings
+    from simkv.config.sim import dump_resolved, located_in
+    from simkv.run import load_config
+    from simkv.run.inputs import check_groups
 
     with input_errors(ctx), located_in(config, set_ or []):
         cfg = load_config(config, set_ or [])
-        sizings = group_sizings(cfg)
+        groups = check_groups(cfg)
     typer.echo(dump_resolved(cfg), nl=False)
-    groups = cfg.fleet.replicas if cfg.fleet is not None else []
-    for k, sizing in enumerate(sizings):
-        where = f" (replica group {k}, {groups[k].count} replicas)" if groups else ""
+    for k, group in enumerate(groups):
+        sizing = group.sizing
+        where = f" (replica group {k}, {group.count} replicas)" if cfg.fleet is not None else ""
         typer.echo(
             f"# KV cache{where}: {sizing.num_blocks} blocks x {sizing.block_size} tokens = "
             f"{sizing.token_slots} token slots; {sizing.swap_blocks} CPU swap blocks"

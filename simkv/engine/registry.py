@@ -31,7 +31,9 @@ class SchedulerClass(Protocol):
     """A registered scheduler class: it builds itself for one run."""
 
     @classmethod
-    def build(cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> Scheduler: ...
+    def build(
+        cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder, rng: np.random.Generator
+    ) -> Scheduler: ...
 
 
 _REGISTRY: dict[type[Frozen], SchedulerClass] = {}
@@ -69,9 +71,12 @@ def scheduler_class(model: type[Frozen]) -> SchedulerClass:
         raise LookupError(f"no scheduler is registered for {model.__name__}") from None
 
 
-def build_scheduler(cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> Scheduler:
-    """The scheduler ``cfg.scheduler`` names, over the KV memory its traits ask for."""
-    return scheduler_class(type(cfg.scheduler)).build(cfg, sizing, recorder)
+def build_scheduler(
+    cfg: SimConfig, sizing: KVSizing, recorder: Recorder, rng: np.random.Generator
+) -> Scheduler:
+    """The scheduler ``cfg.scheduler`` names, over the KV memory its traits ask for; ``rng``
+    is the run's stream for scheduler draws (beam parents; ``simkv.run.assemble.Stream``)."""
+    return scheduler_class(type(cfg.scheduler)).build(cfg, sizing, recorder, rng)
 
 
 def paged_memory(cfg: SimConfig, sizing: KVSizing) -> PagedKV:
@@ -92,8 +97,3 @@ def contiguous_memory(cfg: SimConfig, sizing: KVSizing, reservation: str) -> Con
     """A contiguous scheduler's KV memory: the pool's slots, reserved per request by
     ``reservation`` (``max``, ``pow2`` or ``oracle``)."""
     return ContiguousKV(sizing.token_slots, reservation, cfg.model.max_model_len)
-
-
-def beam_rng(cfg: SimConfig) -> np.random.Generator:
-    """The generator of a run's scheduler draws (beam parents), apart from the workload's."""
-    return np.random.default_rng([cfg.seed, 1])

@@ -1,6 +1,6 @@
 """Reading a run folder back from disk, checking each file (a damaged folder names its file).
 
-:func:`load_run` reads what :func:`simkv.runner.write_run` writes and refuses, as an
+:func:`load_run` reads what :func:`simkv.run.write_run` writes and refuses, as an
 :class:`InputError` naming the broken file: a missing file, a resolved config that is not UTF-8
 YAML mapping, a ``summary.json`` that is not an object of numbers (or null / text for a few
 labels), a parquet file that cannot be read or lacks the columns a report draws from, and a

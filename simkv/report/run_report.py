@@ -1,6 +1,6 @@
 """The self-contained HTML report of a run folder.
 
-A report is rebuilt from the files :func:`simkv.runner.write_run` leaves in a run folder
+A report is rebuilt from the files :func:`simkv.run.write_run` leaves in a run folder
 (``requests/steps/itl.parquet``, ``summary.json``, ``config.resolved.yaml``), never from live
 objects, so it can be regenerated later. The HTML has no external references: figures are
 inline SVG (see :mod:`simkv.report.figures`, drawn to :mod:`simkv.report.conventions`), styles

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from simkv.config.sim import SimConfig
 from simkv.errors import InputError
-from simkv.runner import simulate, write_run
+from simkv.run import simulate, write_run
 from simkv.sweep.executors import make_executor
 from simkv.sweep.spec import PlannedRun, SweepPlan, load_sweep
 

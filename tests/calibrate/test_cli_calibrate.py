@@ -11,8 +11,7 @@ from typer.testing import CliRunner
 
 from simkv.cli import app
 from simkv.config.profile import read_profile
-from simkv.config.sim import load_config
-from simkv.runner import simulate
+from simkv.run import load_config, simulate
 from tests.calibrate.test_fit import KNOBS, TRUE, synthetic_samples
 
 RUNNER = CliRunner(env={"COLUMNS": "200"})  # tables and titles on one line each

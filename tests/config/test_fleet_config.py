@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from simkv.config.sim import load_config
 from simkv.errors import InputError
+from simkv.run import load_config
 
 BASE = """\
 name: f

@@ -8,8 +8,8 @@ import pytest
 
 from simkv.config.base import load_yaml, parse_yaml
 from simkv.config.safe_yaml import MAX_DEPTH, MAX_NODES
-from simkv.config.sim import load_config
 from simkv.errors import InputError
+from simkv.run import load_config
 
 CONFIG = """\
 name: tiny
@@ -178,7 +178,7 @@ def test_hostile_set_value_is_a_set_error(tmp_path: Path, value: str) -> None:
 
 
 def test_gpu_memory_and_kv_blocks_are_bounded(tmp_path: Path) -> None:
-    from simkv.runner import kv_sizing
+    from simkv.run import kv_sizing
 
     err = _config_error(tmp_path, CONFIG, ["gpu.memory_bytes=100000000000000000000"])
     assert (err.file, err.field) == ("--set", "gpu.memory_bytes")

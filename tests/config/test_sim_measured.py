@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from simkv.config.sim import load_config
 from simkv.errors import InputError
-from simkv.runner import simulate
+from simkv.run import load_config, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 RTX4090 = ROOT / "traces" / "measured" / "llmservingsim-vllm0.19" / "RTX4090_Llama-3.1-8B"

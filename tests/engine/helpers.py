@@ -15,7 +15,16 @@ from typer.testing import CliRunner
 
 from simkv.cli import app
 from simkv.config.sim import SimConfig
-from simkv.runner import RunOutput, simulate
+from simkv.engine.capacity import KVSizing
+from simkv.engine.engine import Engine
+from simkv.run import RunOutput, build, simulate
+
+
+def build_engine(cfg: SimConfig, base_dir: Path, **build_args: Any) -> tuple[Engine, KVSizing]:
+    """The engine of a run without ``fleet:``, built by the run path (:func:`simkv.run.build`,
+    ``build_args`` as it takes them), and its KV pool."""
+    run = build(cfg, base_dir, **build_args)
+    return run.engine, run.inputs.groups[0].sizing
 
 
 def tiny_data(

@@ -23,8 +23,8 @@ from simkv.engine.arrival_feed import NOTHING, ArrivalFeed
 from simkv.engine.engine import Environment
 from simkv.engine.plan import StepPlan
 from simkv.metrics.summary import summarize
-from simkv.runner import build_engine
 from simkv.workload.build import build_workload
+from tests.engine.helpers import build_engine
 
 GRID = 1 / 64  # step times and arrivals on a binary grid: exact sums, many ties
 

@@ -12,7 +12,7 @@ import pytest
 
 from simkv.config.sim import SimConfig
 from simkv.engine.paged_kv import PagedKV
-from simkv.runner import build_engine
+from tests.engine.helpers import build_engine
 
 
 def _config(seed: int, caching: str, reuse: str, blocks: int, victim: str = "newest") -> SimConfig:

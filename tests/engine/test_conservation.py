@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from simkv.engine.contiguous_kv import ContiguousKV
 from simkv.engine.paged_kv import PagedKV
-from simkv.runner import build_engine
-from tests.engine.helpers import tiny_config
+from tests.engine.helpers import build_engine, tiny_config
 
 SCHEDULERS: list[tuple[dict[str, Any], dict[str, Any]]] = [
     ({"kind": "vllm_v1"}, {}),

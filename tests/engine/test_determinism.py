@@ -8,7 +8,7 @@ import pandas as pd
 import yaml
 
 from simkv.config.sim import SimConfig
-from simkv.runner import simulate
+from simkv.run import simulate
 
 
 def _synthetic(seed: int, scheduler: str) -> SimConfig:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from simkv.config.sim import SimConfig
 from simkv.metrics.summary import summarize
-from simkv.runner import build_engine
+from tests.engine.helpers import build_engine
 
 
 def _config(seed: int, rate: float, blocks: int, block_size: int, caching: str,

@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 
 from simkv.config.fleet import FleetConfig, ReplicaGroup
-from simkv.config.sim import load_config
-from simkv.runner import simulate
+from simkv.run import load_config, simulate
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 
@@ -58,7 +57,7 @@ def test_a_fleet_run_is_deterministic() -> None:
 
 @pytest.mark.parametrize("stem", ["quickstart", "vllm_v0", "orca"])
 def test_a_fleet_of_one_reports_the_engines_kv_usage(stem: str) -> None:
-    """KV usage is a share of the same capacity (``runner.usage_capacity``: usable blocks
+    """KV usage is a share of the same capacity (``simkv.run.sizing.usage_capacity``: usable blocks
     beside vLLM V1's null block, or contiguous slots) for a replica as for the engine."""
     path = next(p for p in CONFIGS if p.stem == stem)
     cfg = load_config(path, _shortened(path))

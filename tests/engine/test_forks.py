@@ -22,10 +22,10 @@ from simkv.engine.groups import ForkGroup, decode_blocks_needed
 from simkv.errors import InputError
 from simkv.kv.block_table import SequenceTable
 from simkv.metrics.summary import summarize
-from simkv.runner import RunOutput, build_engine
+from simkv.run import RunOutput
 from simkv.workload.build import build_workload
 from simkv.workload.request import Workload
-from tests.engine.helpers import run, tiny_config
+from tests.engine.helpers import build_engine, run, tiny_config
 
 MS = 1e-3
 COPY_S = 2 * 2 * 2**20 / (2039e9 * 0.8)

@@ -15,7 +15,7 @@ from simkv.cli import app
 from simkv.config.sim import SimConfig
 from simkv.engine.progress import SimulationStalled
 from simkv.engine.schedulers.vllm_v1 import VllmV1Scheduler
-from simkv.runner import build_engine
+from tests.engine.helpers import build_engine
 
 runner = CliRunner()
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simkv.config.sim import load_config
-from simkv.runner import simulate
+from simkv.run import load_config, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "traces" / "mooncake" / "synthetic_trace.jsonl"

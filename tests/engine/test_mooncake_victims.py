@@ -19,12 +19,12 @@ import pytest
 from typer.testing import CliRunner
 
 from simkv.cli import app
-from simkv.config.sim import load_config
 from simkv.engine.progress import SimulationStalled
-from simkv.runner import build_engine
+from simkv.run import load_config
 from simkv.workload.build import build_workload
 from simkv.workload.request import Workload
 from tests.conftest import ROOT
+from tests.engine.helpers import build_engine
 
 CONFIG = ROOT / "configs" / "mooncake.yaml"
 TIGHT = ["workload.end_s=17", "kv_cache.capacity_gib=7.5", "kv_cache.prefix_caching=none"]

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from simkv.config.sim import load_config
-from simkv.fleet_run import build_fleet
-from simkv.runner import build_engine
+from simkv.run import build, load_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 
@@ -27,16 +25,11 @@ def _shortened(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_a_run_leaves_no_cyclic_garbage(path: Path) -> None:
     cfg = load_config(path, _shortened(path))
-    if cfg.fleet is not None:
-        fleet, _, _ = build_fleet(cfg, path.parent)
-        recorders = [replica.recorder for replica in fleet.replicas]
-        gc.collect()
-        fleet.run()  # pauses the collector itself; clears the replicas' hooks
-    else:
-        engine, _ = build_engine(cfg, path.parent)
-        recorders = [engine.recorder]
-        gc.collect()
-        engine.run()  # pauses the collector itself
+    run = build(cfg, path.parent)
+    recorders = [replica.recorder for replica in run.replicas]
+    gc.collect()
+    # each pauses the collector itself (a fleet clears its replicas' hooks)
+    (run.engine if run.fleet is None else run.fleet).run()
     assert gc.isenabled()
     gc.disable()
     try:

@@ -80,8 +80,7 @@ def test_missing_tp_or_model_is_an_input_error() -> None:
 
 
 def test_a_run_config_names_the_profile(tmp_path: Path) -> None:
-    from simkv.config.sim import load_config
-    from simkv.runner import simulate
+    from simkv.run import load_config, simulate
 
     config = tmp_path / "run.yaml"
     config.write_text(f"""\

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from simkv.runner import build_engine
 from simkv.workload.content import PromptContent
 from simkv.workload.request import Workload
-from tests.engine.helpers import tiny_config
+from tests.engine.helpers import build_engine, tiny_config
 
 MS = 1e-3
 

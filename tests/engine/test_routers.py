@@ -135,8 +135,7 @@ def test_every_request_is_served_once(tmp_path: Path, router: str) -> None:
 
 
 def test_session_affinity_keeps_every_turn_of_a_closed_loop_session_together() -> None:
-    from simkv.config.sim import load_config
-    from simkv.runner import simulate
+    from simkv.run import load_config, simulate
     from simkv.workload.build import build_workload
 
     path = Path(__file__).resolve().parents[2] / "configs" / "multi_turn.yaml"
@@ -166,7 +165,7 @@ def _mooncake_fleet(tmp_path: Path, router: str) -> pd.DataFrame:
     root = Path(__file__).resolve().parents[2] / "configs" / "mooncake.yaml"
     overrides = [f"workload.path={trace}", "workload.time_scale=1.0",
                  f"fleet={{router: {{kind: {router}}}, replicas: [{{count: 2}}]}}"]  # fmt: skip
-    from simkv.config.sim import load_config
+    from simkv.run import load_config
 
     return run(load_config(root, overrides), tmp_path).requests
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from simkv.config.sim import SimConfig
 from simkv.errors import InputError
-from simkv.runner import build_engine
+from tests.engine.helpers import build_engine
 from tests.engine.test_livelock import LIVELOCKS
 
 SCHEDULERS = st.one_of(

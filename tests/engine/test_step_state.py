@@ -9,7 +9,7 @@ import pytest
 
 from simkv.engine.paged_kv import PagedKV
 from simkv.metrics.recorder import STEP_STATE_COLUMNS, StepState
-from simkv.runner import build_engine
+from tests.engine.helpers import build_engine
 from tests.engine.test_fastforward import _config
 
 

@@ -289,7 +289,7 @@ def test_budgets_vllm_refuses_are_config_errors(
 # -- rule 5: the configs simkv ships --------------------------------------------------------
 def test_every_shipped_config_is_one_vllm_would_start() -> None:
     """Every ``configs/**`` run config validates (with the budget refusals above)."""
-    from simkv.config.sim import load_config
+    from simkv.run import load_config
 
     root = Path(__file__).resolve().parents[2] / "configs"
     checked = 0

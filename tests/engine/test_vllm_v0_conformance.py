@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from simkv.config.sim import SimConfig
-from simkv.runner import build_engine
-from tests.engine.helpers import cli_run, tiny_data
+from tests.engine.helpers import build_engine, cli_run, tiny_data
 
 MS = 1e-3
 

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simkv.config.sim import load_config
 from simkv.report import compare_figures as cf
 from simkv.report.compare_real import (
     compare_with_measured,
@@ -22,7 +21,7 @@ from simkv.report.compare_real import (
     render_comparison,
     write_comparison,
 )
-from simkv.runner import simulate, write_run
+from simkv.run import load_config, simulate, write_run
 
 # (request_id, input_toks, output_toks, queued, first token, last token), engine clock (s)
 REQUESTS = [

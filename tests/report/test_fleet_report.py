@@ -15,7 +15,7 @@ from simkv.report import figures as fg
 from simkv.report import fleet_figures as ff
 from simkv.report.conventions import text_overlaps
 from simkv.report.run_report import load_run, render_run_report
-from simkv.runner import simulate, write_run
+from simkv.run import simulate, write_run
 from tests.engine.helpers import tiny_config
 from tests.report.test_run_report import _outline
 

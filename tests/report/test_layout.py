@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from simkv.config.sim import load_config
 from simkv.report.run_report import render_comparison_report, write_run_report
-from simkv.runner import simulate, write_run
+from simkv.run import load_config, simulate, write_run
 from tests.conftest import ROOT
 from tests.report.chromium import chromium_tab, page_problems, require_chromium
 

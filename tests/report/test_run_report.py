@@ -29,7 +29,7 @@ from simkv.report.run_report import (
     render_run_report,
     write_run_report,
 )
-from simkv.runner import simulate, write_run
+from simkv.run import simulate, write_run
 from tests.engine.helpers import tiny_config
 
 EVIL = "<script>alert(1)</script>"

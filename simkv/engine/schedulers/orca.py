@@ -10,6 +10,8 @@ request whose reservation cannot fit even an empty pool is rejected.
 
 from __future__ import annotations
 
+import numpy as np
+
 from simkv.config.policy import OrcaConfig
 from simkv.config.sim import SimConfig
 from simkv.engine.capacity import KVSizing
@@ -28,7 +30,9 @@ class OrcaScheduler(ContiguousSchedulerBase):
         self.cfg = cfg
 
     @classmethod
-    def build(cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> OrcaScheduler:
+    def build(
+        cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder, rng: np.random.Generator
+    ) -> OrcaScheduler:
         sched: OrcaConfig = cfg.scheduler  # type: ignore[assignment]
         return cls(sched, contiguous_memory(cfg, sizing, sched.reservation), recorder)
 

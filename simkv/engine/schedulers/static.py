@@ -10,6 +10,8 @@ request ends. Results return when the batch ends: every request's ``finish_s`` i
 
 from __future__ import annotations
 
+import numpy as np
+
 from simkv.config.policy import StaticConfig
 from simkv.config.sim import SimConfig
 from simkv.engine.capacity import KVSizing
@@ -32,7 +34,9 @@ class StaticScheduler(ContiguousSchedulerBase):
         self._done: list[Seq] = []  # batch members whose output is complete
 
     @classmethod
-    def build(cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> StaticScheduler:
+    def build(
+        cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder, rng: np.random.Generator
+    ) -> StaticScheduler:
         """Every request reserves ``max_model_len`` slots (FasterTransformer's static batch)."""
         return cls(cfg.scheduler, contiguous_memory(cfg, sizing, "max"), recorder)  # type: ignore[arg-type]
 

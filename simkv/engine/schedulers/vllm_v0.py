@@ -45,7 +45,7 @@ from simkv.engine.lazy import DecodeLane
 from simkv.engine.paged_kv import PagedKV
 from simkv.engine.plan import StepPlan
 from simkv.engine.queues import FcfsQueue, pick_victim
-from simkv.engine.registry import beam_rng, paged_memory, register
+from simkv.engine.registry import paged_memory, register
 from simkv.engine.scheduler import SchedulerBase
 from simkv.engine.sequence import Seq, Status, record_done
 from simkv.kv.allocator import InvariantViolation
@@ -89,10 +89,12 @@ class VllmV0Scheduler(SchedulerBase):
         self._step: tuple[StepPlan, float] = (StepPlan(), 0.0)  # plan being built, its start
 
     @classmethod
-    def build(cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> VllmV0Scheduler:
+    def build(
+        cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder, rng: np.random.Generator
+    ) -> VllmV0Scheduler:
         return cls(
             cfg.scheduler, cfg.preemption, paged_memory(cfg, sizing), recorder,  # type: ignore[arg-type]
-            max_model_len=cfg.model.max_model_len, rng=beam_rng(cfg),
+            max_model_len=cfg.model.max_model_len, rng=rng,
         )  # fmt: skip
 
     def add(self, seq: Seq, now: float) -> None:

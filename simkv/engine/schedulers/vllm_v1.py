@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from simkv.config.policy import (
     VICTIMS_OF_VLLM,
     PreemptionConfig,
@@ -93,7 +95,9 @@ class VllmV1Scheduler(SchedulerBase):
         return make_queue(cfg.policy)
 
     @classmethod
-    def build(cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder) -> VllmV1Scheduler:
+    def build(
+        cls, cfg: SimConfig, sizing: KVSizing, recorder: Recorder, rng: np.random.Generator
+    ) -> VllmV1Scheduler:
         return cls(
             cfg.scheduler, cfg.preemption, paged_memory(cfg, sizing), recorder,  # type: ignore[arg-type]
             max_model_len=cfg.model.max_model_len,
