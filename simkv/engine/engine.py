@@ -26,7 +26,6 @@ import numpy as np
 import simpy
 
 from simkv.engine.arrival_feed import NOTHING, ArrivalFeed
-from simkv.engine.cost_model import CostModel
 from simkv.engine.intake import EngineLimits, Intake
 from simkv.engine.lazy import DecodeLane
 from simkv.engine.plan import StepPlan
@@ -34,6 +33,7 @@ from simkv.engine.progress import ProgressGuard, stalled
 from simkv.engine.scheduler import Scheduler
 from simkv.engine.sequence import Status, record_done
 from simkv.engine.sessions import Sessions
+from simkv.engine.step_work import CostModel
 from simkv.kv.allocator import InvariantViolation
 from simkv.metrics.recorder import Recorder
 from simkv.workload.request import Workload

@@ -43,7 +43,9 @@ from simkv.engine.plan import StepPlan
 from simkv.engine.sequence import Seq
 from simkv.kv.allocator import BlockAllocator, BlockId, InvariantViolation, ReuseOrder
 from simkv.kv.block_table import SequenceTable
-from simkv.kv.prefix_cache import HashPrefixCache, PrefixCache, RadixPrefixCache
+from simkv.kv.hash_cache import HashPrefixCache
+from simkv.kv.prefix_cache import PrefixCache
+from simkv.kv.radix_cache import RadixPrefixCache
 from simkv.kv.swap import AllocStatus, SwapPool
 from simkv.kv.waste import WasteBreakdown, unwritten_slots
 

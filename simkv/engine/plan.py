@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simkv.engine.cost_model import StepWork
 from simkv.engine.sequence import Seq
+from simkv.engine.step_work import StepWork
 
 
 @dataclass(slots=True, init=False)

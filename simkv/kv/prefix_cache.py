@@ -21,10 +21,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from simkv.kv.free_queue import BlockId, FreeQueue
-from simkv.kv.hash_cache import HashPrefixCache
-from simkv.kv.radix_cache import RadixPrefixCache
 
-__all__ = ["BlockKeys", "HashPrefixCache", "PrefixCache", "RadixPrefixCache"]
+__all__ = ["BlockKeys", "PrefixCache"]
 
 
 class BlockKeys(Protocol):

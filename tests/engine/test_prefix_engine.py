@@ -120,7 +120,7 @@ def test_contentless_requests_cached_by_owner_match_the_key_map(
 
     from simkv.config.sim import SimConfig
     from simkv.engine import paged_kv
-    from simkv.kv.prefix_cache import HashPrefixCache
+    from simkv.kv.hash_cache import HashPrefixCache
 
     data = {
         "name": "owner", "seed": seed,
