@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 from array import array
 from collections.abc import Callable, Generator
+from functools import partial
 from heapq import heappush
 from typing import Protocol
 
@@ -28,10 +29,10 @@ import simpy
 from simkv.engine.arrival_feed import NOTHING, ArrivalFeed
 from simkv.engine.intake import EngineLimits, Intake
 from simkv.engine.lazy import DecodeLane
-from simkv.engine.plan import StepPlan
 from simkv.engine.progress import ProgressGuard, stalled
+from simkv.engine.request.plan import StepPlan
+from simkv.engine.request.seq import Status, record_done
 from simkv.engine.scheduler import Scheduler
-from simkv.engine.sequence import Status, record_done
 from simkv.engine.sessions import Sessions
 from simkv.engine.step_work import CostModel
 from simkv.kv.allocator import InvariantViolation
@@ -146,6 +147,19 @@ class Engine:
         idle engine wakes. (A fleet's router delivers each request to one replica.)"""
         self._inbox.append((i, arrival_s))
         self._wake_up()
+
+    def load(self) -> tuple[array, float]:
+        """What a fleet's router reads of this engine (:mod:`simkv.engine.fleet_view`): the
+        requests recorded so far, in the order they left (a live view: read, never change),
+        and the KV pool's share in use (blocks used / (used + free); slots, contiguous)."""
+        state = self.scheduler.step_state()
+        total = state.blocks_used + state.blocks_free
+        return self.recorder.done_ids, state.blocks_used / total if total else 0.0
+
+    def cached_prefix_tokens(self, i: int, now: float) -> int:
+        """Tokens of request ``i``'s prompt in this engine's prefix cache, whole blocks as its
+        scheduler would hit them at admission (0 without prefix caching)."""
+        return self.scheduler.cached_prefix_tokens(partial(self.intake.seq, i, now, now))
 
     def busy(self) -> bool:
         """Whether this engine has requests (queued, running, or delivered and not admitted)."""

@@ -1,7 +1,8 @@
 """What one engine step computes, and what every cost model shares.
 
-:class:`StepWork` (and the :class:`Work` protocol a :class:`~simkv.engine.plan.StepPlan` also
-satisfies) is what the engine hands a :class:`CostModel` once per batched forward pass;
+:class:`StepWork` (and the :class:`Work` protocol that a
+:class:`~simkv.engine.request.plan.StepPlan` also satisfies) is what the engine hands a
+:class:`CostModel` once per batched forward pass;
 :class:`BlockTransfers` prices swaps and copy-on-write copies for every model. The models
 themselves: :mod:`simkv.engine.cost_model` (the roofline), :mod:`simkv.engine.table_cost`
 (measured step tables), :mod:`simkv.engine.phase_cost` (per-phase fits). This module imports
@@ -69,7 +70,7 @@ class StepWork:
 
 class Work(Protocol):
     """What a cost model reads of a step: :class:`StepWork`'s fields. A
-    :class:`~simkv.engine.plan.StepPlan` has them too, so the engine prices a plan directly
+    :class:`~simkv.engine.request.plan.StepPlan` has them too, so the engine prices a plan directly
     (no per-step copy); ``StepPlan.work()`` gives the checked :class:`StepWork`."""
 
     @property

@@ -43,7 +43,7 @@ class BlockKeys(Protocol):
 
 
 class PrefixCache(FreeQueue, Protocol):
-    """What :class:`~simkv.engine.paged_kv.PagedKV` needs from a prefix cache.
+    """What :class:`~simkv.engine.memory.paged.PagedKV` needs from a prefix cache.
 
     The free-queue methods decide the eviction order: ``pop`` hands out the block to reuse next
     and forgets (evicts) its cached content, counting ``evictions``; ``remove`` takes a free

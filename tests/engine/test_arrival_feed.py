@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from simkv.config.sim import SimConfig
 from simkv.engine.arrival_feed import NOTHING, ArrivalFeed
 from simkv.engine.engine import Environment
-from simkv.engine.plan import StepPlan
+from simkv.engine.request.plan import StepPlan
 from simkv.metrics.summary import summarize
 from simkv.runner import build_engine
 from simkv.workload.build import build_workload

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from simkv.engine.lazy.calendar import by_order
-from simkv.engine.sequence import Seq
+from simkv.engine.request.seq import Seq
 from simkv.kv.allocator import BlockAllocator, BlockId
 
 
