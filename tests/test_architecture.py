@@ -36,6 +36,17 @@ RULES = [  # (modules under, may not import anything under)
     ),
     ("simkv.metrics", ("simkv.engine",)),
     ("simkv.config", ("simkv.engine", "simkv.metrics", "simkv.report", "simkv.runner")),
+    (  # the request vocabulary sits below the memory, the schedulers and the engine loop
+        "simkv.engine.request",
+        (
+            "simkv.engine.memory",
+            "simkv.engine.scheduler",
+            "simkv.engine.lazy",
+            "simkv.engine.engine",
+            "simkv.engine.fleet",
+        ),
+    ),
+    ("simkv.engine.step_work", ("simkv.engine.request", "simkv.engine.memory")),
 ]
 
 
@@ -47,6 +58,32 @@ def test_data_flows_one_way(under: str, forbidden: tuple[str, ...]) -> None:
         if module.startswith(under)
     }
     assert not {m: n for m, n in broken.items() if n}
+
+
+def test_no_part_of_the_memory_imports_the_memory() -> None:
+    """``PagedKV`` owns its parts; they get what they need as arguments (docs: who owns what)."""
+    imports = _imports()
+    parts = [m for m in imports if m.startswith("simkv.engine.memory.")]
+    assert "simkv.engine.memory.paged" in parts and len(parts) > 4
+    assert not [m for m in parts if "simkv.engine.memory.paged" in imports[m]]
+
+
+@pytest.mark.parametrize("package", ["simkv.engine", "simkv.kv"])
+def test_no_import_circles(package: str) -> None:
+    """No module of ``package`` reaches itself through imports (``if TYPE_CHECKING:`` ones
+    included: a protocol in the lower module replaces a type from the higher one)."""
+    imports = _imports()
+    graph = {m: {n for n in names if n in imports} for m, names in imports.items()}
+    inside = [m for m in graph if m.startswith(package + ".")]
+    for start in inside:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module == start:
+                pytest.fail(f"{start} imports itself through {sorted(seen)}")
+            if module not in seen and module.startswith(package + "."):
+                seen.add(module)
+                todo.extend(graph[module])
 
 
 def test_only_the_engine_loop_imports_simpy() -> None:
