@@ -31,8 +31,8 @@ import pandas as pd
 from doc_blocks import SIM_VS_REAL, block_of
 
 from simkv.config.sim import GIB, SimConfig
-from simkv.engine.cost_model import StepWork, chunk_attention_pairs
 from simkv.engine.costs import build_cost_model
+from simkv.engine.step_work import StepWork, chunk_attention_pairs
 from simkv.run import RunOutput, kv_sizing, load_config, simulate
 from simkv.workload.build import build_workload
 

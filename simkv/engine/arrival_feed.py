@@ -1,4 +1,10 @@
-"""Arrivals pulled by the step process, with the timing of a SimPy arrival process.
+"""The arrival process of a run — one engine's or a fleet's — and its pulled twin.
+
+:class:`ArrivalProcess` is the one SimPy arrival process: each distinct arrival time ``t`` one
+timeout of ``t - now``, created when the previous batch fired; when it fires, every request
+arriving at ``t`` is handed to ``deliver`` (an engine's :meth:`~simkv.engine.engine.Engine.deliver`,
+or a fleet's router, which then delivers to the replica it picks). A closed-loop engine, an
+engine without pulled arrivals and every fleet run it.
 
 An open-loop workload (no closed-loop sessions) needs no SimPy process for its arrivals: the
 step process takes them at each step's start. :class:`ArrivalFeed` decides which ones, exactly
@@ -21,12 +27,61 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Callable, Generator
+from typing import Any, Protocol
 
 NOTHING = math.inf  # fire time when every batch has been delivered
 
 
+class Clock(Protocol):
+    """The SimPy environment as the arrival process uses it."""
+
+    @property
+    def now(self) -> float: ...
+
+    def timeout(self, delay: float) -> Any: ...
+
+
+class ArrivalProcess:
+    """The independent arrivals of one run (``order``: request indices in arrival order, at
+    ``times``) as a SimPy process (:meth:`run`). ``next_s``: when the process resumes next
+    (:data:`NOTHING` once every request is delivered): nothing arrives before it."""
+
+    __slots__ = ("_order", "_times", "next_s")
+
+    def __init__(self, times: array, order: range | list[int]) -> None:
+        self._times = times
+        self._order = order
+        self.next_s = 0.0  # (before the process starts: its first resume is at time 0)
+
+    def run(
+        self,
+        env: Clock,
+        deliver: Callable[[int, float], None],
+        after_batch: Callable[[int], None] | None = None,
+    ) -> Generator[Any, None, None]:
+        """The process (``env.process(arrivals.run(env, deliver))``): ``deliver(i, t)`` gets
+        request ``i`` at its arrival time ``t``, in order; ``after_batch(k)``, if given, runs
+        after each batch with the requests delivered so far. (The callbacks live as long as
+        the process: the arrival process holds no reference to its caller.)"""
+        times, order = self._times, self._order
+        n, k = len(order), 0
+        while k < n:
+            t = times[order[k]]
+            if t > env.now:
+                self.next_s = env.now + (t - env.now)  # the float the timeout fires at
+                yield env.timeout(t - env.now)
+            while k < n and times[order[k]] == t:
+                deliver(order[k], t)
+                k += 1
+            if after_batch is not None:
+                after_batch(k)
+        self.next_s = NOTHING
+
+
 class ArrivalFeed:
-    """The independent arrivals of one run (``order``: request indices in arrival order)."""
+    """The independent arrivals of one run (``order``: request indices in arrival order),
+    delivered as :class:`ArrivalProcess` would, without its process."""
 
     __slots__ = ("_k", "_n", "_order", "_rank", "_times", "fire_s")
 

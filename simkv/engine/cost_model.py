@@ -8,20 +8,19 @@ the time of one GPU's share. The constants come from :mod:`simkv.config.cost`, n
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
-
-from simkv.config.cost import (
-    RooflineCostConfig,
-    StepTimeTable,
-    TableCostConfig,
-    TransferCostConfig,
-)
+from simkv.config.cost import RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
+from simkv.engine.step_work import (
+    BlockTransfers,
+    CostModel,
+    StepWork,
+    Work,
+    chunk_attention_pairs,
+    empty_step,
+)
+from simkv.engine.table_cost import TableCostModel, clamped_linear
 
-__all__ = [
+__all__ = [  # (StepWork … clamped_linear: their homes are step_work and table_cost)
     "CostModel",
     "RooflineCostModel",
     "StepWork",
@@ -33,140 +32,6 @@ __all__ = [
     "chunk_attention_pairs",
     "clamped_linear",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class StepWork:
-    """What one batched forward pass computes; every count is a non-negative token count.
-
-    * ``prefill_tokens``: prompt tokens computed this step, including chunks of a chunked prefill
-      and tokens recomputed after a preemption.
-    * ``decode_tokens``: one per decoding sequence.
-    * ``attention_pairs``: Σ over every *prefill* token of the context tokens it attends to,
-      itself included (the compute-bound attention). A sequence computing ``n`` prefill tokens
-      after ``c`` cached ones contributes ``n·c + n(n+1)/2`` (:func:`chunk_attention_pairs`); a
-      decode token contributes nothing here (its attention is bound by reading the KV).
-    * ``kv_read_tokens``: Σ over the batch's sequences of the tokens whose KV the step reads
-      from the paged cache: ``c`` for the prefill chunk above (its own new tokens' keys and
-      values are computed in the step, not read back), ``c + 1`` for a decode token (its new
-      key and value are written to the cache before attention reads the whole context).
-    * ``num_seqs``: sequences in the batch (≥ ``decode_tokens`` when there is a prefill: each
-      decode token belongs to one of them).
-    * ``prefill_kv_tokens``: the part of ``kv_read_tokens`` the prefill chunks read (their
-      ``c``); the rest is read by the decodes.
-    """
-
-    prefill_tokens: int
-    decode_tokens: int
-    attention_pairs: int
-    kv_read_tokens: int
-    num_seqs: int
-    prefill_kv_tokens: int = 0
-
-    def __post_init__(self) -> None:
-        counts = (self.prefill_tokens, self.decode_tokens, self.attention_pairs)
-        if min(*counts, self.kv_read_tokens, self.num_seqs, self.prefill_kv_tokens) < 0:
-            raise ValueError(f"negative count in {self}")
-        if self.prefill_kv_tokens > self.kv_read_tokens:
-            raise ValueError(f"prefill_kv_tokens exceeds kv_read_tokens in {self}")
-
-    @property
-    def num_tokens(self) -> int:
-        """Tokens whose hidden states the step computes (prefill + decode)."""
-        return self.prefill_tokens + self.decode_tokens
-
-
-class Work(Protocol):
-    """What a cost model reads of a step: :class:`StepWork`'s fields. A
-    :class:`~simkv.engine.plan.StepPlan` has them too, so the engine prices a plan directly
-    (no per-step copy); ``StepPlan.work()`` gives the checked :class:`StepWork`."""
-
-    @property
-    def prefill_tokens(self) -> int: ...
-    @property
-    def decode_tokens(self) -> int: ...
-    @property
-    def attention_pairs(self) -> int: ...
-    @property
-    def kv_read_tokens(self) -> int: ...
-    @property
-    def num_seqs(self) -> int: ...
-    @property
-    def prefill_kv_tokens(self) -> int: ...
-
-
-def chunk_attention_pairs(new_tokens: int, cached_tokens: int) -> int:
-    """Attention pairs of ``new_tokens`` computed after ``cached_tokens`` (causal mask)."""
-    return new_tokens * cached_tokens + new_tokens * (new_tokens + 1) // 2
-
-
-class CostModel(Protocol):
-    """Simulated durations, in seconds, of the operations the engine performs."""
-
-    def step_time_s(self, work: Work) -> float:
-        """One batched forward pass; ``ValueError`` if it computes no token."""
-        ...
-
-    def swap_time_s(self, num_blocks: int) -> float:
-        """Moving ``num_blocks`` KV blocks between GPU and CPU memory, one direction."""
-        ...
-
-    def copy_time_s(self, num_blocks: int) -> float:
-        """Copying ``num_blocks`` KV blocks within GPU memory (copy-on-write)."""
-        ...
-
-
-def _check_shape(tensor_parallel: int, block_size: int) -> None:
-    if tensor_parallel < 1 or block_size < 1:
-        raise ValueError(
-            f"tensor_parallel ({tensor_parallel}) and block_size ({block_size}) must be >= 1"
-        )
-
-
-def _check_blocks(num_blocks: int) -> None:
-    if num_blocks < 0:
-        raise ValueError(f"num_blocks must be >= 0, got {num_blocks}")
-
-
-def _empty_step(work: Work) -> ValueError:
-    return ValueError(f"empty step (no prefill or decode tokens): {work}")
-
-
-class _BlockTransfers:
-    """Swap and copy times, linear in the number of blocks; shared by every cost model.
-
-    A block holds ``block_size`` tokens of KV; each GPU of the tensor-parallel group moves its
-    ``1/tp`` shard over its own links in parallel, so one block costs, per direction,
-    ``2 · num_layers · swap_copy_latency + shard_bytes / (host_link · host_link_efficiency)`` to
-    swap and
-    ``2 · shard_bytes / (hbm · memory_efficiency)`` to copy (read + write).
-    """
-
-    __slots__ = ("_copy_per_block_s", "_swap_per_block_s")
-
-    def __init__(
-        self,
-        cfg: TransferCostConfig,
-        model: ModelSpec,
-        gpu: GpuSpec,
-        *,
-        tensor_parallel: int,
-        block_size: int,
-    ) -> None:
-        _check_shape(tensor_parallel, block_size)
-        shard_bytes = block_size * model.kv_bytes_per_token / tensor_parallel
-        link_rate = gpu.host_link_bytes_per_s * cfg.host_link_efficiency
-        copies_s = 2 * model.num_layers * cfg.swap_copy_latency_us * 1e-6
-        self._swap_per_block_s = copies_s + shard_bytes / link_rate
-        self._copy_per_block_s = 2 * shard_bytes / (gpu.hbm_bytes_per_s * cfg.memory_efficiency)
-
-    def swap_time_s(self, num_blocks: int) -> float:
-        _check_blocks(num_blocks)
-        return num_blocks * self._swap_per_block_s
-
-    def copy_time_s(self, num_blocks: int) -> float:
-        _check_blocks(num_blocks)
-        return num_blocks * self._copy_per_block_s
 
 
 def attention_read_efficiency(cfg: RooflineCostConfig, block_size: int) -> float:
@@ -196,7 +61,7 @@ def allreduce_call_s(cfg: RooflineCostConfig, gpu: GpuSpec, tensor_parallel: int
     return (cfg.allreduce_latency_us + 2 * (tensor_parallel - 1) * hop_us) * 1e-6
 
 
-class RooflineCostModel(_BlockTransfers):
+class RooflineCostModel(BlockTransfers):
     """A step is a sum of phases, each priced at its own bottleneck, per GPU of the tp group::
 
         step = overhead + linear + attention + kv + all-reduce
@@ -353,7 +218,7 @@ class RooflineCostModel(_BlockTransfers):
         prefill = work.prefill_tokens
         tokens = prefill + work.decode_tokens
         if tokens <= 0:
-            raise _empty_step(work)
+            raise empty_step(work)
         seqs = work.num_seqs
         overhead_s = self._overhead_s + seqs * self._seq_s
         if prefill:
@@ -365,63 +230,3 @@ class RooflineCostModel(_BlockTransfers):
             + tokens * self._allreduce_per_token_s
             + self._allreduce_fixed_s
         )
-
-
-# ---------------------------------------------------------------------------------------------
-# Measured step times (kind: table)
-
-
-def _segment(xs: Sequence[float], x: float) -> int:
-    """Index ``i`` of the segment ``[xs[i], xs[i+1]]`` that serves ``x``; needs len(xs) >= 2."""
-    return min(max(bisect_right(xs, x) - 1, 0), len(xs) - 2)
-
-
-def _line(x0: float, y0: float, x1: float, y1: float, x: float) -> float:
-    """The segment through both points; beyond ``x1`` its slope is floored at zero."""
-    slope = (y1 - y0) / (x1 - x0)
-    if x > x1:
-        return y1 + max(slope, 0.0) * (x - x1)
-    return y0 + slope * (x - x0)
-
-
-def clamped_linear(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
-    if len(xs) == 1 or x <= xs[0]:
-        return ys[0]
-    i = _segment(xs, x)
-    return _line(xs[i], ys[i], xs[i + 1], ys[i + 1], x)
-
-
-def _table_time_ms(table: StepTimeTable, num_tokens: float, kv_read_tokens: float) -> float:
-    """Bilinear inside the grid, clamped-linear outside (see ``TableCostConfig``)."""
-    ks, rows = table.kv_read_tokens, table.times_ms
-    if len(ks) == 1 or kv_read_tokens <= ks[0]:
-        return clamped_linear(table.num_tokens, rows[0], num_tokens)
-    j = _segment(ks, kv_read_tokens)
-    low = clamped_linear(table.num_tokens, rows[j], num_tokens)
-    high = clamped_linear(table.num_tokens, rows[j + 1], num_tokens)
-    return _line(ks[j], low, ks[j + 1], high, kv_read_tokens)
-
-
-class TableCostModel(_BlockTransfers):
-    """Step times from a :class:`StepTimeTable`; swap and copy as in the roofline model."""
-
-    __slots__ = ("_table",)
-
-    def __init__(
-        self,
-        cfg: TableCostConfig,
-        model: ModelSpec,
-        gpu: GpuSpec,
-        *,
-        tensor_parallel: int,
-        block_size: int,
-        table: StepTimeTable,
-    ) -> None:
-        super().__init__(cfg, model, gpu, tensor_parallel=tensor_parallel, block_size=block_size)
-        self._table = table
-
-    def step_time_s(self, work: Work) -> float:
-        tokens = work.prefill_tokens + work.decode_tokens
-        if tokens <= 0:
-            raise _empty_step(work)
-        return _table_time_ms(self._table, tokens, work.kv_read_tokens) * 1e-3

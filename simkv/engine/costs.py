@@ -1,7 +1,7 @@
 """The cost model a config describes: the one place that picks a model for a ``cost_model:``.
 
 ``kind: roofline`` → :class:`~simkv.engine.cost_model.RooflineCostModel`; ``kind: table`` →
-:class:`~simkv.engine.cost_model.TableCostModel` for simkv's step-time CSV, or
+:class:`~simkv.engine.table_cost.TableCostModel` for simkv's step-time CSV, or
 :class:`~simkv.engine.phase_cost.PhaseCostModel` for a DistServe profile or a Splitwise table
 (detected from the file, :func:`simkv.config.step_sources.sniff`).
 """
@@ -13,8 +13,10 @@ from pathlib import Path
 from simkv.config.cost import CostConfig, RooflineCostConfig, read_step_table
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.step_sources import sniff
-from simkv.engine.cost_model import CostModel, RooflineCostModel, TableCostModel
+from simkv.engine.cost_model import RooflineCostModel
 from simkv.engine.phase_cost import phase_cost_model
+from simkv.engine.step_work import CostModel
+from simkv.engine.table_cost import TableCostModel
 
 __all__ = ["build_cost_model"]
 

@@ -10,8 +10,9 @@ Arrival semantics: a request that arrives while a step runs joins at the next st
 idle engine wakes at the next arrival. In closed-loop sessions, turn k + 1 arrives ``think_s``
 after turn k has left the system (finished, rejected or aborted). An open-loop workload's
 arrivals are pulled by the step process (:mod:`simkv.engine.arrival_feed`: no SimPy event per
-arrival) exactly when an arrival process would deliver them; closed-loop workloads keep the
-arrival process, whose deliveries interleave with think-time releases.
+arrival) exactly when the arrival process would deliver them; closed-loop workloads run the
+arrival process (``arrival_feed.ArrivalProcess``, the one a fleet runs too), whose deliveries
+interleave with think-time releases.
 """
 
 from __future__ import annotations
@@ -19,21 +20,22 @@ from __future__ import annotations
 import gc
 from array import array
 from collections.abc import Callable, Generator
+from functools import partial
 from heapq import heappush
 from typing import Protocol
 
 import numpy as np
 import simpy
 
-from simkv.engine.arrival_feed import NOTHING, ArrivalFeed
-from simkv.engine.cost_model import CostModel
+from simkv.engine.arrival_feed import NOTHING, ArrivalFeed, ArrivalProcess
 from simkv.engine.intake import EngineLimits, Intake
 from simkv.engine.lazy import DecodeLane
-from simkv.engine.plan import StepPlan
 from simkv.engine.progress import ProgressGuard, stalled
+from simkv.engine.request.plan import StepPlan
+from simkv.engine.request.seq import Status, record_done
 from simkv.engine.scheduler import Scheduler
-from simkv.engine.sequence import Status, record_done
 from simkv.engine.sessions import Sessions
+from simkv.engine.step_work import CostModel
 from simkv.kv.allocator import InvariantViolation
 from simkv.metrics.recorder import Recorder
 from simkv.workload.request import Workload
@@ -103,13 +105,14 @@ class Engine:
         self.limits = limits
         self.check_invariants = check_invariants
         self.progress = progress
-        self._arrival_s = array("d", workload.arrival_s.astype(np.float64).tobytes())
+        # every request's arrival time (read only)
+        self.arrival_s = array("d", workload.arrival_s.astype(np.float64).tobytes())
         self.intake = Intake(workload, scheduler, limits)
         self._sessions = Sessions(workload) if sessions is None else sessions
         # open loop: the step process pulls the arrivals (no SimPy event per arrival)
         self._feed: ArrivalFeed | None = None
         if pull_arrivals and not self._sessions.closed_loop:
-            self._feed = ArrivalFeed(self._arrival_s, self._sessions.independent)
+            self._feed = ArrivalFeed(self.arrival_s, self._sessions.independent)
         self._resume = 0  # resumes of the step process so far (arrival_feed's ranks)
         self._inbox: list[tuple[int, float]] = []  # (request, arrival time) not yet admitted
         self._seen_done = 0  # recorded requests whose follow-ups were released
@@ -126,7 +129,8 @@ class Engine:
         (seconds at a million requests), is paused while the run lasts and resumed afterwards.
         """
         if self._feed is None:
-            self.env.process(self._arrivals())
+            arrivals = ArrivalProcess(self.arrival_s, self._sessions.independent)
+            self.env.process(arrivals.run(self.env, self.deliver))
         done = self.env.process(self._steps())
         collecting = gc.isenabled()
         gc.disable()
@@ -145,26 +149,27 @@ class Engine:
         """Request ``i`` (arrived at ``arrival_s``, now) joins at the next step's start; an
         idle engine wakes. (A fleet's router delivers each request to one replica.)"""
         self._inbox.append((i, arrival_s))
-        self._wake_up()
+        self.wake_up()
+
+    def load(self) -> tuple[array, float]:
+        """What a fleet's router reads of this engine (:mod:`simkv.engine.fleet_view`): the
+        requests recorded so far, in the order they left (a live view: read, never change),
+        and the KV pool's share in use (blocks used / (used + free); slots, contiguous)."""
+        state = self.scheduler.step_state()
+        total = state.blocks_used + state.blocks_free
+        return self.recorder.done_ids, state.blocks_used / total if total else 0.0
+
+    def cached_prefix_tokens(self, i: int, now: float) -> int:
+        """Tokens of request ``i``'s prompt in this engine's prefix cache, whole blocks as its
+        scheduler would hit them at admission (0 without prefix caching)."""
+        return self.scheduler.cached_prefix_tokens(partial(self.intake.seq, i, now, now))
 
     def busy(self) -> bool:
         """Whether this engine has requests (queued, running, or delivered and not admitted)."""
         return bool(self._inbox) or self.scheduler.has_work()
 
-    def _arrivals(self) -> Generator[simpy.Event, None, None]:
-        env, times = self.env, self._arrival_s
-        order = self._sessions.independent
-        n, k = len(order), 0
-        while k < n:
-            t = times[order[k]]
-            if t > env.now:
-                yield env.timeout(t - env.now)
-            while k < n and times[order[k]] == t:
-                self._inbox.append((order[k], t))
-                k += 1
-            self._wake_up()
-
-    def _wake_up(self) -> None:
+    def wake_up(self) -> None:
+        """An idle engine resumes its step process now (nothing happens otherwise)."""
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
 
@@ -173,7 +178,7 @@ class Engine:
         feed = self._feed
         if feed is None:
             raise InvariantViolation("arrivals taken from an engine without an arrival feed")
-        times = self._arrival_s
+        times = self.arrival_s
         for i in feed.take(now, self._resume):
             self._arrive(i, times[i], now)
 
@@ -199,7 +204,7 @@ class Engine:
 
     def _release(self, j: int) -> None:
         self._inbox.append((j, self.env.now))
-        self._wake_up()
+        self.wake_up()
 
     def _arrive(self, i: int, arrival_s: float, now: float) -> None:
         seq = self.intake.seq(i, arrival_s, now)
@@ -210,7 +215,7 @@ class Engine:
 
     def _steps(self) -> Generator[simpy.Event, None, None]:
         env, sched, cost, rec = self.env, self.scheduler, self.cost, self.recorder
-        total = len(self._arrival_s)
+        total = len(self.arrival_s)
         fast, checking = self.fast_forward, self.check_invariants
         closed_loop, feed = self._sessions.closed_loop, self._feed
         timeout = simpy.Timeout  # (env.timeout builds a bound method per call)
@@ -304,7 +309,7 @@ class Engine:
                 sched.check()
                 sched.breakdown()
             if self.progress is not None and rec.num_steps % 512 == 0:
-                self.progress(rec.num_done, len(self._arrival_s))
+                self.progress(rec.num_done, len(self.arrival_s))
 
     def _record(self, start: float, duration: float, plan: StepPlan) -> None:
         self.recorder.step(

@@ -2,8 +2,9 @@
 behind a router that decides at arrival.
 
 Processes, all in the replicas' shared environment (started in this order, which fixes the
-order of same-time events): the arrival process (each distinct arrival time one timeout, as
-``Engine``'s own arrival process), each replica's step process, and, with stale signals, the
+order of same-time events): the arrival process
+(:class:`~simkv.engine.arrival_feed.ArrivalProcess`, the one an engine runs alone, here handing
+each arrival to the router), each replica's step process, and, with stale signals, the
 refresher. At an arrival (or a closed-loop follow-up's release, ``think_s`` after its previous
 turn left whichever replica served it) the router picks a replica
 (:mod:`simkv.engine.routers`), and the request joins that replica's next step
@@ -31,6 +32,7 @@ from collections.abc import Callable, Generator
 from heapq import heappop, heappush
 from typing import Any
 
+from simkv.engine.arrival_feed import ArrivalProcess
 from simkv.engine.engine import Engine
 from simkv.engine.fleet_view import FleetView
 from simkv.engine.routers import Router
@@ -61,18 +63,17 @@ class Fleet:
         self.router = router
         self.view = view
         self.progress = progress
-        self._sessions = sessions
-        self._times = replicas[0]._arrival_s
-        self.total = len(self._times)
+        times = replicas[0].arrival_s  # (every replica runs the same workload)
+        self.total = len(times)
         self.replica_of = array("q", bytes(8 * self.total))  # every request is routed once
-        self._next_arrival_s = 0.0  # when the arrival process resumes next (inf: never)
+        self._arrivals = ArrivalProcess(times, sessions.independent)
         self._releases: list[float] = []  # times of follow-up releases scheduled, a heap
         self._activity: Any = None  # the idle refresher's wake-up event
 
     def run(self) -> None:
         """Simulate until every request has been recorded by some replica."""
         env = self.env
-        env.process(self._arrivals())
+        env.process(self._arrivals.run(env, self._route, self._arrived))
         for engine in self.replicas:
             engine.fleet = self
             engine.step_process()
@@ -83,7 +84,7 @@ class Fleet:
         try:
             env.run()
             for engine in self.replicas:  # idle replicas end their step processes
-                engine._wake_up()
+                engine.wake_up()
             env.run()
         finally:
             for engine in self.replicas:
@@ -99,8 +100,8 @@ class Fleet:
 
     def horizon_s(self) -> float:
         """The next arrival or follow-up release: no replica's state changes otherwise."""
-        releases = self._releases
-        return min(self._next_arrival_s, releases[0]) if releases else self._next_arrival_s
+        releases, arrival = self._releases, self._arrivals.next_s
+        return min(arrival, releases[0]) if releases else arrival
 
     def follow_up(self, j: int, think_s: float) -> None:
         """Route request ``j`` ``think_s`` from now (when the previous turn has left)."""
@@ -122,21 +123,10 @@ class Fleet:
         if self._activity is not None and not self._activity.triggered:
             self._activity.succeed()
 
-    def _arrivals(self) -> Generator[Any, None, None]:
-        env, times = self.env, self._times
-        order = self._sessions.independent
-        n, k = len(order), 0
-        while k < n:
-            t = times[order[k]]
-            if t > env.now:
-                self._next_arrival_s = env.now + (t - env.now)
-                yield env.timeout(t - env.now)
-            while k < n and times[order[k]] == t:
-                self._route(order[k], t)
-                k += 1
-            if self.progress is not None and k % 256 == 0:
-                self.progress(self.num_done(), self.total)
-        self._next_arrival_s = math.inf
+    def _arrived(self, k: int) -> None:
+        """The arrival process delivered a batch (``k`` requests so far)."""
+        if self.progress is not None and k % 256 == 0:
+            self.progress(self.num_done(), self.total)
 
     def _refresher(self) -> Generator[Any, None, None]:
         env, every = self.env, self.view.staleness_s

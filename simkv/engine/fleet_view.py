@@ -15,17 +15,35 @@ fleet refreshes every ``staleness_s`` (:meth:`FleetView.refresh`, from
 the same loads — the herding stale signals cause. The cached prefix of a request
 (:meth:`FleetView.prefix_tokens`) is always read live from each replica's prefix cache, as
 llm-d's precise prefix-cache scorer tracks the engines' KV events rather than polling.
+
+A replica is read only through its public surface (:class:`Replica`, which
+:class:`~simkv.engine.engine.Engine` implements): its load and a request's cached prefix.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 import numpy as np
 
-from simkv.engine.engine import Engine
-from simkv.engine.paged_kv import PagedKV
 from simkv.workload.request import Workload
 
 Loads = tuple[list[int], list[int], list[float]]  # outstanding, outstanding_tokens, kv_usage
+
+
+class Replica(Protocol):
+    """What the view reads of one replica (an :class:`~simkv.engine.engine.Engine`)."""
+
+    def load(self) -> tuple[Sequence[int], float]:
+        """(the requests recorded so far, in the order they left — a live view, read only;
+        the KV pool's share in use)."""
+        ...
+
+    def cached_prefix_tokens(self, i: int, now: float) -> int:
+        """Tokens of request ``i``'s prompt in the replica's prefix cache (whole blocks, as
+        its scheduler would hit them at admission; 0 without prefix caching)."""
+        ...
 
 
 class FleetView:
@@ -34,7 +52,9 @@ class FleetView:
     Invariants: ``routed[r] ≥`` requests replica ``r`` has recorded; a snapshot is a copy (a
     stale view never changes between refreshes)."""
 
-    def __init__(self, replicas: list[Engine], workload: Workload, staleness_s: float) -> None:
+    def __init__(
+        self, replicas: Sequence[Replica], workload: Workload, staleness_s: float
+    ) -> None:
         self.replicas = replicas
         self.size = len(replicas)
         self.staleness_s = staleness_s
@@ -66,29 +86,18 @@ class FleetView:
     def prefix_tokens(self, i: int, now: float) -> list[int]:
         """Tokens of request ``i``'s prompt cached on each replica (whole blocks, as the
         replica's scheduler would hit them at admission; 0 without prefix caching)."""
-        out = []
-        for engine in self.replicas:
-            kv = getattr(engine.scheduler, "kv", None)
-            if not isinstance(kv, PagedKV) or kv.cache is None:
-                out.append(0)
-                continue
-            seq = engine.intake.seq(i, now, now)  # a probe: never admitted
-            out.append(len(kv.cached_prefix(seq)) * kv.block_size if seq.keys else 0)
-        return out
+        return [replica.cached_prefix_tokens(i, now) for replica in self.replicas]
 
     def _live(self) -> Loads:
         outstanding, tokens, usage = [], [], []
         work = self._work
-        for r, engine in enumerate(self.replicas):
-            rec = engine.recorder
-            done = rec.done_ids
+        for r, replica in enumerate(self.replicas):
+            done, kv_usage = replica.load()
             seen = self._seen[r]
             if len(done) > seen:
                 self._done_tokens[r] += sum(work[i] for i in done[seen:])
                 self._seen[r] = len(done)
-            outstanding.append(self.routed[r] - rec.num_done)
+            outstanding.append(self.routed[r] - len(done))
             tokens.append(self._routed_tokens[r] - self._done_tokens[r])
-            state = engine.scheduler.step_state()
-            total = state.blocks_used + state.blocks_free
-            usage.append(state.blocks_used / total if total else 0.0)
+            usage.append(kv_usage)
         return outstanding, tokens, usage

@@ -1,4 +1,4 @@
-"""Requests as they arrive: a workload row becomes a :class:`~simkv.engine.sequence.Seq`.
+"""Requests as they arrive: a workload row becomes a :class:`~simkv.engine.request.seq.Seq`.
 
 vLLM's length handling at arrival (``max_model_len``: outputs truncated to fit, a prompt that
 leaves no room for one output token rejected), the request's fan-out group (multi-sequence
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simkv.engine.groups import ForkGroup
+from simkv.engine.request.fork_group import ForkGroup
+from simkv.engine.request.seq import Seq, Status
 from simkv.engine.scheduler import Scheduler
-from simkv.engine.sequence import Seq, Status
 from simkv.errors import InputError
 from simkv.kv.allocator import InvariantViolation
 from simkv.workload.content import KeyStream, UniqueKeys

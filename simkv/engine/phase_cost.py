@@ -27,7 +27,8 @@ from pathlib import Path
 from simkv.config.cost import TableCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.step_sources import DistServeFit, SplitwiseRow, read_distserve, read_splitwise
-from simkv.engine.cost_model import Work, _BlockTransfers, _empty_step, clamped_linear
+from simkv.engine.step_work import BlockTransfers, Work, empty_step
+from simkv.engine.table_cost import clamped_linear
 from simkv.errors import InputError
 
 __all__ = ["PhaseCostModel", "phase_cost_model"]
@@ -66,7 +67,7 @@ class _SplitwisePhases:
 Phases = DistServeFit | _SplitwisePhases
 
 
-class PhaseCostModel(_BlockTransfers):
+class PhaseCostModel(BlockTransfers):
     """Steps priced by per-phase measurements (see the module docstring)."""
 
     __slots__ = ("_fixed_ms", "_phases")
@@ -80,7 +81,7 @@ class PhaseCostModel(_BlockTransfers):
     def step_time_s(self, work: Work) -> float:
         prefill, decode = work.prefill_tokens, work.decode_tokens
         if prefill + decode <= 0:
-            raise _empty_step(work)
+            raise empty_step(work)
         ms = 0.0
         if prefill:
             ms += self._phases.prefill_ms(prefill, 2 * work.attention_pairs - prefill)

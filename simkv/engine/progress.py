@@ -9,7 +9,7 @@ counts preemptions since the last sign of progress.
 
 from __future__ import annotations
 
-from simkv.engine.plan import StepPlan
+from simkv.engine.request.plan import StepPlan
 from simkv.engine.scheduler import Scheduler
 from simkv.metrics.recorder import Recorder
 

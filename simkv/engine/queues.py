@@ -9,7 +9,7 @@ from operator import attrgetter
 from typing import Literal, Protocol
 
 from simkv.config.policy import VictimPolicy
-from simkv.engine.sequence import Seq
+from simkv.engine.request.seq import Seq
 
 
 class WaitingQueue(Protocol):

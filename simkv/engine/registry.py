@@ -21,8 +21,8 @@ import numpy as np
 from simkv.config.base import Frozen
 from simkv.config.sim import SimConfig
 from simkv.engine.capacity import KVSizing
-from simkv.engine.contiguous_kv import ContiguousKV
-from simkv.engine.paged_kv import PagedKV
+from simkv.engine.memory.contiguous import ContiguousKV
+from simkv.engine.memory.paged import PagedKV
 from simkv.engine.scheduler import Scheduler
 from simkv.metrics.recorder import Recorder
 

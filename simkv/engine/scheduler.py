@@ -7,13 +7,13 @@ calls :meth:`Scheduler.complete`. Nothing here knows about SimPy.
 
 from __future__ import annotations
 
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from typing import Protocol
 
 from simkv.engine.lazy import DecodeLane
-from simkv.engine.plan import StepPlan
 from simkv.engine.queues import WaitingQueue
-from simkv.engine.sequence import Seq, Status, record_done
+from simkv.engine.request.plan import StepPlan
+from simkv.engine.request.seq import Seq, Status, record_done
 from simkv.kv.allocator import InvariantViolation
 from simkv.kv.waste import WasteBreakdown
 from simkv.metrics.recorder import Recorder, StepState
@@ -29,6 +29,7 @@ class KVMemory(Protocol):
     def free(self, seq: Seq) -> None: ...
     def breakdown(self) -> WasteBreakdown: ...
     def memory_row(self) -> tuple[int, ...]: ...
+    def cached_prefix_tokens(self, probe: Callable[[], Seq]) -> int: ...
 
 
 class Scheduler(Protocol):
@@ -46,6 +47,7 @@ class Scheduler(Protocol):
     def decode_run(self) -> DecodeLane | None: ...
     def complete_decode_run_step(self, plan: StepPlan, now: float) -> None: ...
     def check(self) -> None: ...
+    def cached_prefix_tokens(self, probe: Callable[[], Seq]) -> int: ...
 
     @property
     def supports_forks(self) -> bool: ...
@@ -140,7 +142,7 @@ class SchedulerBase:
         if lane is not None and lane.size < len(self.running):
             lane.extend(self.running)
         if filled and fill:  # register the blocks the step filled (prefix caching)
-            self.kv.cache_computed(filled)  # type: ignore[attr-defined]
+            self.kv.prefix.cache_computed(filled)  # type: ignore[attr-defined]
 
     def _drop_ended(self, ended: list[Seq]) -> None:
         """Take the requests that left from the running list."""
@@ -171,7 +173,7 @@ class SchedulerBase:
         if ended:  # (the engine stops a decode run before a member's last token)
             raise InvariantViolation("a decode run ends before its first finish")
         if filled and self.fill_block_size:
-            self.kv.cache_computed(filled)  # type: ignore[attr-defined]
+            self.kv.prefix.cache_computed(filled)  # type: ignore[attr-defined]
         self._prev_end_s = now
 
     def _on_output_complete(self, seq: Seq, now: float) -> None:
@@ -201,6 +203,11 @@ class SchedulerBase:
 
     def breakdown(self) -> WasteBreakdown:
         return self.kv.breakdown()
+
+    def cached_prefix_tokens(self, probe: Callable[[], Seq]) -> int:
+        """Tokens of a request's prompt in the KV memory's prefix cache, as admission would
+        hit them (0 without prefix caching); ``probe`` builds the request (never admitted)."""
+        return self.kv.cached_prefix_tokens(probe)
 
     def lazy_decode(self, on: bool) -> None:
         """Run the decode fast path (:mod:`simkv.engine.lazy`) or not; only policies that

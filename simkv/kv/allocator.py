@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from simkv.kv.errors import (
     BlockError,
@@ -26,8 +26,14 @@ from simkv.kv.free_queue import (
     make_free_queue,
 )
 
-if TYPE_CHECKING:
-    from simkv.kv.block_table import SequenceTable
+
+class HeldBlocks(Protocol):
+    """A table as :meth:`BlockAllocator.check` reads it (``block_table.SequenceTable``): the
+    blocks holding ``length`` tokens of ``block_size`` slots each, one reference per block."""
+
+    block_size: int
+    length: int
+    block_ids: list[BlockId]
 
 __all__ = [
     "BlockAllocator",
@@ -36,6 +42,7 @@ __all__ = [
     "DoubleFree",
     "FifoFreeQueue",
     "FreeQueue",
+    "HeldBlocks",
     "InvalidBlockId",
     "InvariantViolation",
     "OrderedFreeQueue",
@@ -274,7 +281,7 @@ class BlockAllocator:
             raise InvalidBlockId(f"block id {block_id} outside [0, {len(self._refcount)})")
 
     # -- invariants -------------------------------------------------------------------------
-    def check(self, tables: Iterable[SequenceTable] | None = None) -> None:
+    def check(self, tables: Iterable[HeldBlocks] | None = None) -> None:
         """Raise ``InvariantViolation`` if any invariant in the class docstring fails.
 
         ``tables`` are all the tables resident on this allocator; when given, each table's own
@@ -299,7 +306,7 @@ class BlockAllocator:
             if block_id not in in_queue and count < 1:
                 raise InvariantViolation(f"used block {block_id} has refcount {count}")
 
-    def _check_tables(self, tables: list[SequenceTable]) -> None:
+    def _check_tables(self, tables: list[HeldBlocks]) -> None:
         refs: Counter[int] = Counter()
         for index, table in enumerate(tables):
             if table.block_size != self._block_size:

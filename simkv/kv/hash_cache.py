@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from simkv.kv.errors import InvariantViolation
 from simkv.kv.free_queue import BlockId, FifoFreeQueue, FreeQueue, ReuseOrder, make_free_queue
-
-if TYPE_CHECKING:
-    from simkv.kv.prefix_cache import BlockKeys
+from simkv.kv.prefix_cache import BlockKeys
 
 
 class _Note:

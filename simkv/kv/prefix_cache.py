@@ -21,10 +21,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from simkv.kv.free_queue import BlockId, FreeQueue
-from simkv.kv.hash_cache import HashPrefixCache
-from simkv.kv.radix_cache import RadixPrefixCache
 
-__all__ = ["BlockKeys", "HashPrefixCache", "PrefixCache", "RadixPrefixCache"]
+__all__ = ["BlockKeys", "PrefixCache"]
 
 
 class BlockKeys(Protocol):
@@ -45,7 +43,7 @@ class BlockKeys(Protocol):
 
 
 class PrefixCache(FreeQueue, Protocol):
-    """What :class:`~simkv.engine.paged_kv.PagedKV` needs from a prefix cache.
+    """What :class:`~simkv.engine.memory.paged.PagedKV` needs from a prefix cache.
 
     The free-queue methods decide the eviction order: ``pop`` hands out the block to reuse next
     and forgets (evicts) its cached content, counting ``evictions``; ``remove`` takes a free

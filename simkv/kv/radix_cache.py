@@ -11,13 +11,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from simkv.kv.errors import InvariantViolation
 from simkv.kv.free_queue import BlockId, FreeQueue, make_free_queue
-
-if TYPE_CHECKING:
-    from simkv.kv.prefix_cache import BlockKeys
+from simkv.kv.prefix_cache import BlockKeys
 
 
 @dataclass(slots=True)

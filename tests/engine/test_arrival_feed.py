@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simkv.config.sim import SimConfig
-from simkv.engine.arrival_feed import NOTHING, ArrivalFeed
+from simkv.engine.arrival_feed import NOTHING, ArrivalFeed, ArrivalProcess
 from simkv.engine.engine import Environment
-from simkv.engine.plan import StepPlan
+from simkv.engine.request.plan import StepPlan
 from simkv.metrics.summary import summarize
 from simkv.workload.build import build_workload
 from tests.engine.helpers import build_engine
@@ -30,24 +30,18 @@ GRID = 1 / 64  # step times and arrivals on a binary grid: exact sums, many ties
 
 
 def _with_process(times: list[float], steps: list[float]) -> list[tuple[float, list[int]]]:
-    """Which arrivals a step process sees at each step start, with a SimPy arrival process
-    (the engine's ``_arrivals``); each step lasts the next of ``steps`` (0: idle wait)."""
+    """Which arrivals a step process sees at each step start, with the SimPy arrival process
+    (:class:`ArrivalProcess`, delivering as ``Engine.deliver`` does); each step lasts the next
+    of ``steps`` (0: idle wait)."""
     env = simpy.Environment()
     inbox: list[int] = []
     seen: list[tuple[float, list[int]]] = []
     wake: list[simpy.Event] = []
 
-    def arrivals():  # type: ignore[no-untyped-def]
-        k, n = 0, len(times)
-        while k < n:
-            t = times[k]
-            if t > env.now:
-                yield env.timeout(t - env.now)
-            while k < n and times[k] == t:
-                inbox.append(k)
-                k += 1
-            if wake and not wake[0].triggered:
-                wake[0].succeed()
+    def deliver(i: int, _t: float) -> None:
+        inbox.append(i)
+        if wake and not wake[0].triggered:
+            wake[0].succeed()
 
     def stepper():  # type: ignore[no-untyped-def]
         for duration in steps:
@@ -60,7 +54,7 @@ def _with_process(times: list[float], steps: list[float]) -> list[tuple[float, l
                 yield wake[0]
         seen.append((env.now, list(inbox)))
 
-    env.process(arrivals())
+    env.process(ArrivalProcess(array("d", times), range(len(times))).run(env, deliver))
     env.process(stepper())
     env.run()
     return seen

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from simkv.config.sim import SimConfig
-from simkv.engine.paged_kv import PagedKV
+from simkv.engine.memory.prefix import PrefixPart
 from tests.engine.helpers import build_engine
 
 
@@ -54,17 +54,17 @@ def test_remembering_a_blocked_head_changes_nothing(
 ) -> None:  # fmt: skip
     cfg = _config(seed, caching, reuse, blocks, victim)
     remembered: list[bool] = []
-    cannot_hit = PagedKV.cannot_hit
+    cannot_hit = PrefixPart.cannot_hit
 
-    def counting(self: PagedKV, seq) -> bool:  # type: ignore[no-untyped-def]
+    def counting(self: PrefixPart, seq) -> bool:  # type: ignore[no-untyped-def]
         remembered.append(cannot_hit(self, seq))
         return remembered[-1]
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        monkeypatch.setattr(PagedKV, "cannot_hit", counting)
+        monkeypatch.setattr(PrefixPart, "cannot_hit", counting)
         with_memory = _frames(cfg, base)
-        monkeypatch.setattr(PagedKV, "cannot_hit", lambda self, seq: False)
+        monkeypatch.setattr(PrefixPart, "cannot_hit", lambda self, seq: False)
         without = _frames(cfg, base)
     assert sum(remembered) > 20  # heads were remembered ...
     assert with_memory.steps["preempted"].sum() > 10  # ... and requests came back

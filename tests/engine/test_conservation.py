@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simkv.engine.contiguous_kv import ContiguousKV
-from simkv.engine.paged_kv import PagedKV
+from simkv.engine.memory.contiguous import ContiguousKV
+from simkv.engine.memory.paged import PagedKV
 from tests.engine.helpers import build_engine, tiny_config
 
 SCHEDULERS: list[tuple[dict[str, Any], dict[str, Any]]] = [
@@ -48,8 +48,8 @@ def _check_end_state(engine: Any, n: int) -> None:
     kv = sched.kv
     if isinstance(kv, PagedKV):
         assert kv.gpu.free_blocks == kv.gpu.num_blocks - kv.null_blocks  # (vLLM V1: block 0)
-        assert kv.swap is None or kv.swap.used_blocks == 0
-        assert kv.written_tokens == 0 and kv.internal_slots == 0
+        assert kv.swap.cpu_blocks_used == 0
+        assert kv.sums.written_tokens == 0 and kv.sums.internal_slots == 0
     else:
         assert isinstance(kv, ContiguousKV)
         assert kv.free_slots == kv.alloc.capacity_slots

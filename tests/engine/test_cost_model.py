@@ -9,14 +9,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from simkv.config.cost import CostConfig, RooflineCostConfig, TableCostConfig
 from simkv.config.hardware import GpuSpec, load_gpu_preset, load_model_preset
-from simkv.engine.cost_model import (
-    RooflineCostModel,
-    StepWork,
-    TableCostModel,
-    attention_kernel,
-    chunk_attention_pairs,
-)
+from simkv.engine.cost_model import RooflineCostModel, attention_kernel
 from simkv.engine.costs import build_cost_model
+from simkv.engine.step_work import StepWork, chunk_attention_pairs
+from simkv.engine.table_cost import TableCostModel
 from simkv.errors import InputError
 
 OPT = load_model_preset("opt-13b")  # 40 layers, hidden 5120, 819_200 KV bytes per token

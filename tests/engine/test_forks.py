@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from simkv.config.sim import SimConfig
 from simkv.config.workload import BeamSampling, ParallelSampling, check_sampling_scheduler
-from simkv.engine.groups import ForkGroup, decode_blocks_needed
+from simkv.engine.memory.forks import decode_blocks_needed
+from simkv.engine.request.fork_group import ForkGroup
 from simkv.errors import InputError
 from simkv.kv.block_table import SequenceTable
 from simkv.metrics.summary import summarize
@@ -250,8 +251,8 @@ def test_fork_workloads_conserve_blocks(
         engine.run()
     kv = engine.scheduler.kv
     assert kv.gpu.free_blocks == kv.gpu.num_blocks
-    assert kv.swap is None or kv.swap.used_blocks == 0
-    assert (kv.written_tokens, kv.internal_slots, kv.fork_dup_tokens) == (0, 0, 0)
+    assert kv.swap.cpu_blocks_used == 0
+    assert (kv.sums.written_tokens, kv.sums.internal_slots, kv.sums.fork_dup_tokens) == (0, 0, 0)
     req = engine.recorder.frames().requests
     assert sorted(req.req_id) == list(range(len(reqs)))
     for row in req.itertuples():

@@ -9,9 +9,9 @@ import pytest
 
 from simkv.config.cost import TableCostConfig
 from simkv.config.hardware import load_gpu_preset, load_model_preset
-from simkv.engine.cost_model import StepWork, chunk_attention_pairs
 from simkv.engine.costs import build_cost_model
 from simkv.engine.phase_cost import PhaseCostModel
+from simkv.engine.step_work import StepWork, chunk_attention_pairs
 from simkv.errors import InputError
 
 MEASURED = Path(__file__).parents[2] / "traces" / "measured"

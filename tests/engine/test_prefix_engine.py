@@ -78,7 +78,8 @@ def test_small_pool_evicts_and_conserves(tmp_path: Path) -> None:
     for caching in ("hash", "radix"):
         engine, frames = _run(tmp_path, rows, caching, num_blocks=9)
         kv = engine.scheduler.kv
-        assert kv.gpu.free_blocks == kv.gpu.num_blocks - 1 and kv.shared_tokens == 0  # null block
+        assert kv.gpu.free_blocks == kv.gpu.num_blocks - 1  # the null block
+        assert kv.sums.shared_tokens == 0
         done = frames.requests
         assert (done.status == "finished").all()
         assert (done.generated_tokens == done.output_tokens).all()
@@ -118,8 +119,8 @@ def test_contentless_requests_cached_by_owner_match_the_key_map(
     import yaml
 
     from simkv.config.sim import SimConfig
-    from simkv.engine import paged_kv
-    from simkv.kv.prefix_cache import HashPrefixCache
+    from simkv.engine.memory import paged as paged_kv
+    from simkv.kv.hash_cache import HashPrefixCache
 
     data = {
         "name": "owner", "seed": seed,
@@ -156,7 +157,7 @@ def test_a_new_eviction_policy_runs_through_paged_kv(
 ) -> None:
     """A policy implementing the ``PrefixCache`` protocol (the test's ``NewestFirstCache``)
     plugs into PagedKV with nothing else changed; every invariant holds after every step."""
-    from simkv.engine import paged_kv
+    from simkv.engine.memory import paged as paged_kv
     from tests.kv.test_prefix_cache import NewestFirstCache
 
     monkeypatch.setattr(paged_kv, "HashPrefixCache", lambda n, reuse: NewestFirstCache(n))
@@ -164,7 +165,7 @@ def test_a_new_eviction_policy_runs_through_paged_kv(
     engine, frames = _run(tmp_path, rows, "hash", num_blocks=9)
     kv = engine.scheduler.kv
     assert isinstance(kv.cache, NewestFirstCache)
-    assert kv.gpu.free_blocks == kv.gpu.num_blocks - 1 and kv.shared_tokens == 0  # null block
+    assert kv.gpu.free_blocks == kv.gpu.num_blocks - 1 and kv.sums.shared_tokens == 0  # null block
     done = frames.requests
     assert (done.status == "finished").all()
     assert (done.generated_tokens == done.output_tokens).all()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simkv.engine.paged_kv import PagedKV
+from simkv.engine.memory.paged import PagedKV
 from simkv.metrics.recorder import STEP_STATE_COLUMNS, StepState
 from tests.engine.helpers import build_engine
 from tests.engine.test_fastforward import _config
@@ -46,8 +46,8 @@ def test_step_rows_match_the_parts(
                  "external_frag_slots", "free_slots")  # fmt: skip
         assert tuple(state[k] for k in slots) == waste.values()
         assert sum(waste.values()) == usable * kv.block_size
-        assert state["cpu_blocks_used"] == kv.cpu_blocks_used
-        assert state["shared_slots"] == kv.shared_tokens
+        assert state["cpu_blocks_used"] == kv.swap.cpu_blocks_used
+        assert state["shared_slots"] == kv.sums.shared_tokens
         if kv.cache is not None:
             assert state["cached_blocks"] == kv.cache.cached_blocks
             assert state["evictions"] == kv.cache.evictions

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 import simkv.kv
 from simkv.kv.allocator import BlockAllocator, BlockId, InvariantViolation
 from simkv.kv.free_queue import OrderedFreeQueue
-from simkv.kv.prefix_cache import BlockKeys, HashPrefixCache, PrefixCache, RadixPrefixCache
+from simkv.kv.hash_cache import HashPrefixCache
+from simkv.kv.prefix_cache import BlockKeys, PrefixCache
+from simkv.kv.radix_cache import RadixPrefixCache
 
 K0, K1, K2, K3 = 100, 101, 102, 103
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from simkv.engine.sequence import Seq
+from simkv.engine.request.seq import Seq
 
 Calendar = dict[int, list[Seq]]  # tick → members with an event at it
 

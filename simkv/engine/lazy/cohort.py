@@ -35,8 +35,8 @@ from simkv.engine.lazy.calendar import add as _add
 from simkv.engine.lazy.calendar import by_order as _order
 from simkv.engine.lazy.calendar import drop as _drop
 from simkv.engine.lazy.shortage import replay_short, replay_worst_case
-from simkv.engine.paged_kv import PagedKV
-from simkv.engine.sequence import Seq
+from simkv.engine.memory.paged import PagedKV
+from simkv.engine.request.seq import Seq
 from simkv.kv.allocator import InvariantViolation
 
 

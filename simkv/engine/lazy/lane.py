@@ -59,8 +59,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simkv.engine.lazy.cohort import DecodeCohort
-from simkv.engine.plan import StepPlan
-from simkv.engine.sequence import Seq
+from simkv.engine.request.plan import StepPlan
+from simkv.engine.request.seq import Seq
 
 TokensFor = Callable[[Seq, int], int]  # (running request, budget left) → tokens it would take
 

@@ -12,17 +12,35 @@ itself was the victim (then the step's pass over the running list ends, as the p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from simkv.engine.lazy.calendar import by_order
-from simkv.engine.sequence import Seq
+from simkv.engine.request.seq import Seq
+from simkv.kv.allocator import BlockAllocator, BlockId
 
-if TYPE_CHECKING:
-    from simkv.engine.lazy.cohort import DecodeCohort
+
+class Growing(Protocol):
+    """The paged memory as a replay grows its members' tables (``PagedKV``)."""
+
+    gpu: BlockAllocator
+
+    def grow_decodes(self, seqs: list[Seq], blocks: list[BlockId]) -> bool: ...
+
+
+class Cohort(Protocol):
+    """What a replay reads and calls of :class:`~simkv.engine.lazy.cohort.DecodeCohort`."""
+
+    @property
+    def kv(self) -> Growing: ...
+    @property
+    def size(self) -> int: ...
+
+    def book_block(self, tick: int, seq: Seq) -> None: ...
+    def preempted(self, seq: Seq) -> None: ...
 
 
 def replay_short(
-    cohort: DecodeCohort, due: list[Seq], nxt: int, running: list[Seq],
+    cohort: Cohort, due: list[Seq], nxt: int, running: list[Seq],
     preempt_last: Callable[[], Seq],
 ) -> None:  # fmt: skip
     """Fewer blocks are free than members at a block boundary (``due``, popped from the
@@ -56,7 +74,7 @@ def replay_short(
 
 
 def replay_worst_case(
-    cohort: DecodeCohort, due: list[Seq], nxt: int, running: list[Seq],
+    cohort: Cohort, due: list[Seq], nxt: int, running: list[Seq],
     preempt_last: Callable[[], Seq],
 ) -> None:  # fmt: skip
     """Under ``worst_case`` (vLLM 0.6's ``can_append_slots``: every decode needs a free block)

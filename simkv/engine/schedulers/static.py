@@ -15,10 +15,11 @@ import numpy as np
 from simkv.config.policy import StaticConfig
 from simkv.config.sim import SimConfig
 from simkv.engine.capacity import KVSizing
-from simkv.engine.contiguous_kv import ContiguousKV, ContiguousSchedulerBase
-from simkv.engine.plan import StepPlan
+from simkv.engine.memory.contiguous import ContiguousKV
 from simkv.engine.registry import contiguous_memory, register
-from simkv.engine.sequence import Seq, Status
+from simkv.engine.request.plan import StepPlan
+from simkv.engine.request.seq import Seq, Status
+from simkv.engine.schedulers.contiguous import ContiguousSchedulerBase
 from simkv.metrics.recorder import Recorder
 
 

@@ -21,9 +21,9 @@ decode-only:
 3. If nobody was preempted, swap requests back in (before any new prefill), each decoding in
    this step.
 
-Multi-sequence requests (:mod:`simkv.engine.groups`, vLLM 0.6 ``SequenceGroup``): the prompt is
-computed once; the group forks (lazy copy-on-write) right after the step that sampled its
-``fork_after + 1``-th token; each live sequence then decodes one token per decode step and
+Multi-sequence requests (:mod:`simkv.engine.memory.forks`, vLLM 0.6 ``SequenceGroup``): the
+prompt is computed once; the group forks (lazy copy-on-write) right after the step that sampled
+its ``fork_after + 1``-th token; each live sequence then decodes one token per decode step and
 ``max_num_seqs`` counts sequences (``n`` per group, as vLLM's ``get_max_num_running_seqs``). A
 group's decode takes slots for all its sequences at once (copies counted in the plan's
 ``copy_blocks``), or preempts. A forked group is always preempted by swap, all its tables as one
@@ -39,15 +39,15 @@ import numpy as np
 
 from simkv.config.policy import PreemptionConfig, VllmV0Config, v0_budget
 from simkv.config.sim import SimConfig
-from simkv.engine import groups
 from simkv.engine.capacity import KVSizing
 from simkv.engine.lazy import DecodeLane
-from simkv.engine.paged_kv import PagedKV
-from simkv.engine.plan import StepPlan
+from simkv.engine.memory.forks import block_usage
+from simkv.engine.memory.paged import PagedKV
 from simkv.engine.queues import FcfsQueue, pick_victim
 from simkv.engine.registry import paged_memory, register
+from simkv.engine.request.plan import StepPlan
+from simkv.engine.request.seq import Seq, Status, group_of, is_forked, record_done
 from simkv.engine.scheduler import SchedulerBase
-from simkv.engine.sequence import Seq, Status, record_done
 from simkv.kv.allocator import InvariantViolation
 from simkv.kv.swap import AllocStatus
 from simkv.metrics.recorder import Recorder
@@ -220,14 +220,14 @@ class VllmV0Scheduler(SchedulerBase):
     def _group_slots(self, seq: Seq, num_new: int) -> bool:
         """One decode slot for every sequence of a forked group (``num_new`` is 1); False, with
         nothing changed, if short. Copy-on-write copies go to the step's ``copy_blocks``."""
-        copies = groups.decode_slots(self.kv, seq)
+        copies = self.kv.forks.decode_slots(seq)
         if copies is None:
             return False
         self._copies += copies
         return True
 
     def _add_group_decode(self, seq: Seq, plan: StepPlan) -> None:
-        groups.add_group_decodes(plan, seq, len(groups.group_of(seq).tables))
+        plan.add_group_decodes(seq, len(group_of(seq).tables))
         plan.copy_blocks += self._copies
         self._copies = 0
         self._decoded_groups.append(seq)
@@ -247,17 +247,17 @@ class VllmV0Scheduler(SchedulerBase):
     def _preempt(self, seq: Seq, plan: StepPlan, now: float) -> None:
         plan.preempted += 1
         seq.preemptions += 1
-        if self.preemption.mode != "swap" and not groups.is_forked(seq):
+        if self.preemption.mode != "swap" and not is_forked(seq):
             self.kv.free(seq)
             seq.recomputed_tokens += seq.num_computed
             seq.num_computed = 0
             seq.status = Status.WAITING
             self.waiting.push_front(seq)
             return
-        if self.kv.can_swap_out(seq) is not AllocStatus.OK:
+        if self.kv.swap.can_swap_out(seq) is not AllocStatus.OK:
             self._abort(seq, "swap_space_exhausted", now)
             return
-        blocks = self.kv.swap_out(seq)
+        blocks = self.kv.swap.swap_out(seq)
         plan.swap_out_blocks += blocks
         seq.swaps += 1
         seq.swapped_bytes += blocks * self.kv.block_bytes
@@ -270,7 +270,7 @@ class VllmV0Scheduler(SchedulerBase):
         dropped = False
         while swapped:
             seq = swapped[0]
-            status = self.kv.can_swap_in(seq, self.watermark_blocks)
+            status = self.kv.swap.can_swap_in(seq, self.watermark_blocks)
             if status is AllocStatus.LATER:
                 break
             if status is AllocStatus.NEVER:  # only a forked group outgrows the whole GPU pool
@@ -280,20 +280,20 @@ class VllmV0Scheduler(SchedulerBase):
             if self._running_seqs() + _width(seq) > self.cfg.max_num_seqs:
                 break
             swapped.popleft()
-            blocks = self.kv.swap_in(seq)
+            blocks = self.kv.swap.swap_in(seq)
             plan.swap_in_blocks += blocks
             seq.swapped_bytes += blocks * self.kv.block_bytes
             seq.status = Status.RUNNING
-            self._decode(seq, not groups.is_forked(seq), plan)  # can_swap_in counted its slots
+            self._decode(seq, not is_forked(seq), plan)  # can_swap_in counted its slots
             self.running.append(seq)
         return dropped and not swapped
 
     def _drop_swapped(self, seq: Seq, now: float) -> None:
         """Abort a swapped-out group whose next decode can never fit on the GPU (vLLM ignores
         such a group with a warning)."""
-        if not groups.is_forked(seq):  # max_model_len fits the cache (checked at start-up)
+        if not is_forked(seq):  # max_model_len fits the cache (checked at start-up)
             raise InvariantViolation(f"{seq}: a single sequence can never outgrow the GPU pool")
-        self.kv.free_swapped(seq)
+        self.kv.swap.free_swapped(seq)
         seq.status = Status.ABORTED
         seq.reason = "kv_never_fits"
         seq.finish_s = now
@@ -308,15 +308,15 @@ class VllmV0Scheduler(SchedulerBase):
 
     def _after_group_step(self) -> None:
         for seq in self._decoded_groups:
-            group = groups.group_of(seq)
+            group = group_of(seq)
             if group.beam and seq.status is Status.RUNNING:
                 picks = self.rng.integers(len(group.tables), size=len(group.tables))
-                groups.reshuffle_beams(self.kv, seq, picks.tolist())
+                self.kv.forks.reshuffle_beams(seq, picks.tolist())
         for seq in self.groups:
-            group = groups.group_of(seq)
+            group = group_of(seq)
             forks_now = not group.tables and seq.num_output > group.fork_after
             if forks_now and seq.status is Status.RUNNING:
-                groups.fork_group(self.kv, seq)
+                self.kv.forks.fork(seq)
         done = (Status.FINISHED, Status.REJECTED, Status.ABORTED)
         self.groups = [seq for seq in self.groups if seq.status not in done]
 
@@ -324,7 +324,7 @@ class VllmV0Scheduler(SchedulerBase):
         """(distinct blocks of the GPU-resident forked groups, blocks they would hold unshared)."""
         if not self.groups:
             return 0, 0
-        return groups.block_usage([s for s in self.groups if s.status is Status.RUNNING])
+        return block_usage([s for s in self.groups if s.status is Status.RUNNING])
 
     def _check(self) -> None:
         self.kv.check(self.running, self.swapped)

@@ -18,7 +18,7 @@ chunked prefill off, as vLLM 0.11's ``EngineArgs``) is shared by prefill chunks 
    stops admission for the step.
 
 There is no watermark and no swapping in V1: KV that cannot be kept is recomputed. The KV
-memory (:class:`~simkv.engine.paged_kv.PagedKV`) reserves block 0 as vLLM's null block and
+memory (:class:`~simkv.engine.memory.paged.PagedKV`) reserves block 0 as vLLM's null block and
 caches full blocks as they are allocated (vLLM 0.11's ``KVCacheManager.allocate_slots``).
 
 Victims. vLLM has only ``newest`` (FCFS) and ``lowest_priority`` (priority policy); ``oldest``,
@@ -47,12 +47,12 @@ from simkv.config.policy import (
 from simkv.config.sim import SimConfig
 from simkv.engine.capacity import KVSizing
 from simkv.engine.lazy import DecodeLane
-from simkv.engine.paged_kv import PagedKV
-from simkv.engine.plan import StepPlan
+from simkv.engine.memory.paged import PagedKV
 from simkv.engine.queues import WaitingQueue, make_queue, pick_victim
 from simkv.engine.registry import paged_memory, register
+from simkv.engine.request.plan import StepPlan
+from simkv.engine.request.seq import Seq, Status
 from simkv.engine.scheduler import SchedulerBase
-from simkv.engine.sequence import Seq, Status
 from simkv.metrics.recorder import Recorder
 
 
@@ -83,8 +83,8 @@ class VllmV1Scheduler(SchedulerBase):
             self.fill_block_size = kv.block_size
         self._plan = StepPlan()  # the plan being built (for the lane's preemption callback)
         # (head, budget, blocks): the waiting head that could not be admitted with that budget
-        # and cannot hit the prefix cache (kv.cannot_hit) stays out while fewer blocks are free
-        # (forgotten once it is admitted: after a preemption it may hit its own blocks)
+        # and cannot hit the prefix cache (kv.prefix.cannot_hit) stays out while fewer blocks
+        # are free (forgotten once it is admitted: after a preemption it may hit its own blocks)
         self._blocked: tuple[Seq, int, int] | None = None
         # what-if victims (see the module docstring): preempted request -> the one it gave way to
         self._held: dict[Seq, Seq] | None = None if self.victim in VICTIMS_OF_VLLM else {}
@@ -241,6 +241,7 @@ class VllmV1Scheduler(SchedulerBase):
     def _admit(self, plan: StepPlan, budget: int, now: float, skipped: list[Seq]) -> None:
         """:meth:`_schedule_waiting`'s loop; the requests set aside go into ``skipped``."""
         waiting, running, kv, blocked = self.waiting, self.running, self.kv, self._blocked
+        prefix = kv.prefix
         held = self._held  # (None or empty: nothing held, the usual case)
         cfg, gpu, bs = self.cfg, self.kv.gpu, self.kv.block_size
         max_seqs, chunked = self.max_seqs, cfg.enable_chunked_prefill
@@ -254,7 +255,7 @@ class VllmV1Scheduler(SchedulerBase):
                 break  # the same allocation as last time, with no more blocks free
             if held and self._still_held(seq):
                 break
-            hits = kv.cached_prefix(seq)
+            hits = prefix.cached_prefix(seq)
             num_new = seq.num_tokens - len(hits) * bs
             if 0 < threshold < num_new:
                 num_new = threshold
@@ -266,12 +267,12 @@ class VllmV1Scheduler(SchedulerBase):
                     continue
                 else:
                     break
-            if reserve_full and not kv.fits_whole(seq, hits):
-                if not hits and kv.cannot_hit(seq):
+            if reserve_full and not prefix.fits_whole(seq, hits):
+                if not hits and prefix.cannot_hit(seq):
                     self._blocked = (seq, budget, -(-seq.num_tokens // bs))
                 break
             if not kv.allocate_with_prefix(seq, hits, num_new):
-                if not hits and kv.cannot_hit(seq):  # it needs a fresh table's blocks
+                if not hits and prefix.cannot_hit(seq):  # it needs a fresh table's blocks
                     self._blocked = (seq, budget, -(-num_new // bs))
                 break
             if blocked is not None and blocked[0] is seq:

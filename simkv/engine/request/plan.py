@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simkv.engine.cost_model import StepWork
-from simkv.engine.sequence import Seq
+from simkv.engine.request.seq import Seq
+from simkv.engine.step_work import StepWork
 
 
 @dataclass(slots=True, init=False)
@@ -63,6 +63,21 @@ class StepPlan:
         self.num_new.append(1)
         self.decode_tokens += 1
         self.kv_read_tokens += seq.num_computed + 1
+
+    def add_group_decodes(self, seq: Seq, num_seqs: int) -> None:
+        """Schedule one decode token for each of ``num_seqs`` sequences of a forked ``seq``.
+
+        The request appears ``num_seqs`` times in ``seqs`` (the batch counts sequences); the
+        first entry carries ``num_new = 1`` (it advances the shared token counters once), the
+        others ``num_new = 0`` (their work is added to the token and attention counts here).
+        """
+        self.add_decode(seq)
+        extra = num_seqs - 1
+        context = seq.num_computed + 1
+        self.seqs.extend([seq] * extra)
+        self.num_new.extend([0] * extra)
+        self.decode_tokens += extra
+        self.kv_read_tokens += extra * context
 
     def add_members(self, size: int, context: int) -> None:
         """``size`` decode-lane members decode one token each (:mod:`simkv.engine.lazy`);

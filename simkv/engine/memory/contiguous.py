@@ -1,4 +1,5 @@
-"""Contiguous per-request KV reservations as the Orca and static schedulers see them.
+"""Contiguous per-request KV reservations as the Orca and static schedulers see them
+(:mod:`simkv.engine.schedulers.contiguous`).
 
 Wraps :class:`~simkv.kv.contiguous.ContiguousAllocator` (a buddy allocator, so external
 fragmentation is real). ``demand_slots`` is the head-of-queue request's reservation, set by the
@@ -7,13 +8,12 @@ scheduler each step: free space in chunks smaller than it is external fragmentat
 
 from __future__ import annotations
 
-from simkv.engine.plan import StepPlan
-from simkv.engine.queues import FcfsQueue
-from simkv.engine.scheduler import SchedulerBase
-from simkv.engine.sequence import Seq
+from collections.abc import Callable
+
+from simkv.engine.request.plan import StepPlan
+from simkv.engine.request.seq import Seq
 from simkv.kv.contiguous import ContiguousAllocator, ReservationPolicy
 from simkv.kv.waste import WasteBreakdown
-from simkv.metrics.recorder import Recorder
 
 
 class ContiguousKV:
@@ -55,43 +55,17 @@ class ContiguousKV:
     def free_slots(self) -> int:
         return self.alloc.buddy.free_slots
 
+    def cached_prefix_tokens(self, probe: Callable[[], Seq]) -> int:
+        """No prefix cache: nothing is ever cached."""
+        return 0
+
     def breakdown(self) -> WasteBreakdown:
         return self.alloc.breakdown(self.demand_slots)
 
     def memory_row(self) -> tuple[int, ...]:
-        """:meth:`~simkv.engine.paged_kv.PagedKV.memory_row` in slots: used and free slots,
+        """:meth:`~simkv.engine.memory.paged.PagedKV.memory_row` in slots: used and free slots,
         the waste split; no CPU pool, no sharing, no cache."""
         return self.used_slots, self.free_slots, *self.breakdown().values(), 0, 0, 0, 0
 
     def check(self) -> None:
         self.alloc.buddy.check()
-
-
-class ContiguousSchedulerBase(SchedulerBase):
-    """FCFS over contiguous reservations: a request that can never fit is rejected on arrival."""
-
-    def __init__(self, kv: ContiguousKV, recorder: Recorder) -> None:
-        super().__init__(kv, recorder, FcfsQueue())
-        self.kv: ContiguousKV = kv
-
-    def add(self, seq: Seq, now: float) -> None:
-        if not self.kv.fits_when_empty(seq):
-            self._reject(seq, "kv_never_fits", now)
-            return
-        self.waiting.push(seq)
-
-    def _admit_head(self, now: float) -> Seq:
-        """Admit the waiting head (its reservation fits: ``kv.can_reserve``); returns it."""
-        seq = self.waiting.pop()
-        self.kv.reserve(seq)
-        self.running.append(seq)
-        self._mark_scheduled(seq, now)
-        return seq
-
-    def _set_demand(self) -> None:
-        """External fragmentation is judged against the head-of-queue request's reservation."""
-        waiting = self.waiting
-        self.kv.demand_slots = self.kv.reservation_slots(waiting.peek()) if len(waiting) else None
-
-    def _check(self) -> None:
-        self.kv.check()

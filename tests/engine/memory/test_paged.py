@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from simkv.engine.paged_kv import PagedKV
-from simkv.engine.sequence import Seq
+from simkv.engine.memory.paged import PagedKV
+from simkv.engine.request.seq import Seq
 from simkv.kv.allocator import InvariantViolation
 
 
@@ -16,7 +16,7 @@ from simkv.kv.allocator import InvariantViolation
 def test_check_names_the_broken_sum(name: str) -> None:
     kv = PagedKV(8, 4, prefix_caching="hash")
     kv.check([])
-    setattr(kv, name, 4)
+    setattr(kv.sums, name, 4)
     with pytest.raises(InvariantViolation, match=f"PagedKV.{name} is 4, recomputed 0"):
         kv.check([])
 
@@ -24,4 +24,4 @@ def test_check_names_the_broken_sum(name: str) -> None:
 def test_a_swap_without_a_pool_is_refused() -> None:
     kv = PagedKV(8, 4)
     with pytest.raises(InvariantViolation, match="swap_space_gib"):
-        kv.free_swapped(Seq(0, 0.0, 4, 4, 0, 4))
+        kv.swap.free_swapped(Seq(0, 0.0, 4, 4, 0, 4))

@@ -11,14 +11,12 @@ request held at most ``prompt_tokens + output_tokens - 1`` slots.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
+from simkv.engine.request.fork_group import ForkGroup
+from simkv.kv.allocator import InvariantViolation
 from simkv.kv.block_table import SequenceTable
 from simkv.metrics.recorder import Recorder
 from simkv.workload.content import KeyStream, UniqueKeys
-
-if TYPE_CHECKING:
-    from simkv.engine.groups import ForkGroup
 
 
 class Status(StrEnum):
@@ -38,7 +36,7 @@ class Seq:
     Invariants: ``0 <= num_computed <= num_tokens``; ``num_output <= output_tokens``;
     ``table.length == num_computed`` while the request's KV is on the GPU (paged schedulers).
     ``group`` (None = one sequence) makes it a multi-sequence request; once its group has forked,
-    ``table`` is empty and the KV lives in ``group.tables`` (see :mod:`simkv.engine.groups`).
+    ``table`` is empty and the KV lives in ``group.tables`` (see :mod:`simkv.engine.memory.forks`).
     """
 
     __slots__ = (
@@ -122,6 +120,26 @@ class Seq:
             f"Seq({self.req_id}, {self.status}, computed={self.num_computed}, "
             f"out={self.num_output}/{self.output_tokens})"
         )
+
+
+def group_of(seq: Seq) -> ForkGroup:
+    """``seq``'s group; raises :class:`InvariantViolation` for a single-sequence request."""
+    group = seq.group
+    if group is None:
+        raise InvariantViolation(f"{seq} is not a multi-sequence request")
+    return group
+
+
+def is_forked(seq: Seq) -> bool:
+    """Whether ``seq`` currently holds several sequences (its KV lives in ``group.tables``)."""
+    return seq.group is not None and bool(seq.group.tables)
+
+
+def tables_of(seq: Seq) -> list[SequenceTable]:
+    """Every table holding ``seq``'s KV (one, or the group's after the fork)."""
+    if seq.group is not None and seq.group.tables:
+        return seq.group.tables
+    return [seq.table]
 
 
 _STATUS_TEXT = {status: status.value for status in Status}  # plain strings (faster than .value)

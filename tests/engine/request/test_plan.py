@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simkv.engine.cost_model import StepWork, chunk_attention_pairs
-from simkv.engine.plan import StepPlan
-from simkv.engine.sequence import Seq
+from simkv.engine.request.plan import StepPlan
+from simkv.engine.request.seq import Seq
+from simkv.engine.step_work import StepWork, chunk_attention_pairs
 
 
 def _seq(i: int, prompt: int, computed: int, decoding: bool) -> Seq:

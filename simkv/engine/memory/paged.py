@@ -1,14 +1,15 @@
-"""The paged KV memory as the paged schedulers see it: GPU block pool, CPU swap pool, waste sums.
+"""The paged KV memory as the paged schedulers see it: GPU block pool and its parts.
 
-:class:`PagedKV` owns a :class:`~simkv.kv.allocator.BlockAllocator` (GPU) and an optional
-:class:`~simkv.kv.swap.SwapPool` (CPU). It keeps two running sums so a step's waste split costs
-O(1): ``written_tokens`` (Σ computed tokens of GPU-resident requests) minus ``shared_tokens``
-(tokens of blocks shared by several requests, counted once per extra reference) are the token
-states, and ``internal_slots`` (Σ over GPU-resident requests of slots in their blocks beyond their
-final length: slots that will never be written). Everything else held is reservation. Forked
-multi-sequence requests (:mod:`simkv.engine.groups`) add each sequence's computed tokens to
-``written_tokens`` and the tokens their sequences share to ``fork_dup_tokens`` (once per extra
-reference), so token states count a shared block once.
+:class:`PagedKV` owns a :class:`~simkv.kv.allocator.BlockAllocator` (GPU) and, as components,
+its parts: ``sums`` (:class:`~simkv.engine.memory.sums.KVSums`, the running sums that make a
+step's waste split O(1)), ``forks`` (:class:`~simkv.engine.memory.forks.ForkPart`, forked
+multi-sequence requests), ``swap`` (:class:`~simkv.engine.memory.swap.SwapPart`, the CPU swap
+pool) and ``prefix`` (:class:`~simkv.engine.memory.prefix.PrefixPart`, prefix-cache lookups and
+registration). A scheduler calls whole-request operations on the memory itself
+(``allocate_slots``, ``free``, ``commit`` …) and the parts' operations on the parts
+(``kv.swap.swap_out(seq)``, ``kv.prefix.cached_prefix(seq)``, ``kv.forks.fork(seq)``): one call,
+no delegation on the hot paths. No part knows the memory; each gets the allocator, the sums and
+the sibling part it needs when the memory builds it.
 
 With prefix caching (``"hash"``: vLLM 0.11; ``"radix"``: SGLang-style; see
 :mod:`simkv.kv.prefix_cache`) the cache is the allocator's free queue, and an admission starts
@@ -26,32 +27,35 @@ and the step rows' used blocks and waste slots leave it out (``BlockPool.get_usa
 by ``num_gpu_blocks - 1``).
 
 Invariants (checked by :meth:`check`): the allocator's own invariants (the null block held
-once); GPU refcounts equal the
-references from every GPU-resident table (every table of every resident group), CPU refcounts
-those from swapped-out tables; ``written_tokens``, ``internal_slots``, ``shared_tokens`` and
-``fork_dup_tokens`` equal their definitions recomputed from the resident requests.
+once); GPU refcounts equal the references from every GPU-resident table (every table of every
+resident group), CPU refcounts those from swapped-out tables; the running sums
+(``written_tokens``, ``internal_slots``, ``shared_tokens``, ``fork_dup_tokens``) equal their
+definitions recomputed from the resident requests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from simkv.engine import groups
-from simkv.engine.paged_prefix import PrefixSide
-from simkv.engine.paged_swap import SwapSide
-from simkv.engine.plan import StepPlan
-from simkv.engine.sequence import Seq
+from simkv.engine.memory.forks import ForkPart, group_sums
+from simkv.engine.memory.prefix import PrefixPart
+from simkv.engine.memory.sums import KVSums
+from simkv.engine.memory.swap import SwapPart
+from simkv.engine.request.plan import StepPlan
+from simkv.engine.request.seq import Seq, is_forked, tables_of
 from simkv.kv.allocator import BlockAllocator, BlockId, InvariantViolation, ReuseOrder
 from simkv.kv.block_table import SequenceTable
-from simkv.kv.prefix_cache import HashPrefixCache, PrefixCache, RadixPrefixCache
+from simkv.kv.hash_cache import HashPrefixCache
+from simkv.kv.prefix_cache import PrefixCache
+from simkv.kv.radix_cache import RadixPrefixCache
 from simkv.kv.swap import AllocStatus, SwapPool
 from simkv.kv.waste import WasteBreakdown, unwritten_slots
 
 PrefixCaching = str  # "none" | "hash" | "radix"
 
 
-class PagedKV(SwapSide, PrefixSide):
-    """GPU blocks + CPU swap pool + running waste sums for one simulation run."""
+class PagedKV:
+    """GPU blocks and their parts (swap, prefix, forks, sums) for one simulation run."""
 
     def __init__(
         self,
@@ -77,13 +81,13 @@ class PagedKV(SwapSide, PrefixSide):
         self.gpu = BlockAllocator(num_blocks, block_size, reuse=reuse, free_queue=self.cache)
         self._refs = self.gpu.refcounts
         self.refcounts = self._refs  # read-only view for the schedulers' hot paths
-        self.shared_tokens = 0
         self.block_size = block_size
         self.block_bytes = block_bytes
-        self.swap = SwapPool(swap_blocks, block_size, block_bytes) if swap_blocks > 0 else None
-        self.written_tokens = 0
-        self.internal_slots = 0
-        self.fork_dup_tokens = 0
+        self.sums = KVSums()
+        self.forks = ForkPart(self.gpu, block_size, self.sums)
+        pool = SwapPool(swap_blocks, block_size, block_bytes) if swap_blocks > 0 else None
+        self.swap = SwapPart(self.gpu, pool, self.sums, self.forks)
+        self.prefix = PrefixPart(self.gpu, cache, self.sums)
         self.null_blocks = 0
         if null_block:
             self._reserve_null_block()
@@ -125,7 +129,7 @@ class PagedKV(SwapSide, PrefixSide):
         ids, length = table.block_ids, table.length
         if length % bs and self._refs[ids[-1]] > 1:
             # only forked groups share a partial block, and they take slots through
-            # groups.decode_slots; a prefix cache shares full blocks only
+            # ForkPart.decode_slots; a prefix cache shares full blocks only
             raise InvariantViolation(f"{seq} would write into a shared partial block")
         grow = -(-(length + num_new) // bs) - len(ids)  # new blocks (SequenceTable's count)
         if grow > gpu.free_blocks:
@@ -134,14 +138,31 @@ class PagedKV(SwapSide, PrefixSide):
             final, before = seq.final_kv_tokens, len(ids)
             ids.extend(gpu.alloc_many(grow))
             if len(ids) * bs > final:  # (else no slot of these blocks stays unwritten)
-                self.internal_slots += unwritten_slots(len(ids), bs, final) - unwritten_slots(
-                    before, bs, final
+                self.sums.grew(
+                    unwritten_slots(len(ids), bs, final) - unwritten_slots(before, bs, final)
                 )
         table.length = length = length + num_new
         if self.cache_on_alloc:
             keys = seq.keys
             if keys is not None and keys.owner is None and length // bs > seq.cached_upto:
-                self._register(seq, length)
+                self.prefix.register(seq, length)
+        return True
+
+    def allocate_with_prefix(self, seq: Seq, hits: list[BlockId], num_new: int) -> bool:
+        """Admit ``seq`` onto its cached ``hits`` (``prefix.cached_prefix``) plus room for
+        ``num_new`` more tokens; False (nothing changed) if short.
+
+        All or nothing: reviving a free cached block uses up a free block, as in vLLM.
+        """
+        if not hits:
+            return self.allocate_slots(seq, num_new)
+        prefix = self.prefix
+        if prefix.blocks_taken(hits, len(hits) * self.block_size + num_new) > self.gpu.free_blocks:
+            return False
+        prefix.take_hits(seq, hits)
+        # the hits are full blocks, none past the final length: the one growth path from here
+        if not self.allocate_slots(seq, num_new):
+            raise InvariantViolation(f"{seq}: blocks counted free for its admission were not")
         return True
 
     def grow_decodes(self, seqs: list[Seq], blocks: list[BlockId]) -> bool:
@@ -159,7 +180,7 @@ class PagedKV(SwapSide, PrefixSide):
             if over >= 0:
                 last = True
                 final_internal += over if over < bs else bs
-        self.internal_slots += final_internal
+        self.sums.grew(final_internal)
         return last
 
     def commit(self, plan: StepPlan) -> None:
@@ -167,7 +188,7 @@ class PagedKV(SwapSide, PrefixSide):
 
         Called before the scheduler advances each request's ``num_computed``.
         """
-        self.written_tokens += plan.prefill_tokens + plan.decode_tokens
+        self.sums.computed(plan.prefill_tokens + plan.decode_tokens)
 
     def free(self, seq: Seq) -> None:
         """Release every GPU block of ``seq`` (finish, abort, or recompute preemption).
@@ -175,19 +196,19 @@ class PagedKV(SwapSide, PrefixSide):
         Blocks are freed last block first, so a cache evicts a request's tail before its head.
         """
         if seq.group is not None and seq.group.tables:
-            groups.free_group(self, seq)
+            self.forks.free_group(seq)
             return
-        self.written_tokens -= seq.num_computed
-        self.internal_slots -= self._internal(seq)
+        self.sums.resident(-1, seq.num_computed, self._internal(seq))
         table, keys = seq.table, seq.keys
         if self.cache is not None and keys is not None:
             # the cache notes a private owner's blocks as they are freed; with caching at
             # allocation, a victim scheduled earlier in this step has its new blocks cached
-            self._register(seq, table.length if self.cache_on_alloc else seq.num_computed)
+            self.prefix.register(seq, table.length if self.cache_on_alloc else seq.num_computed)
             shared = self.gpu.release(table.block_ids, keys.owner, seq.cached_upto)
         else:
             shared = self.gpu.release(table.block_ids)
-        self.shared_tokens -= shared * self.block_size
+        if shared:
+            self.sums.shared(-shared * self.block_size)
         table.block_ids = []
         table.length = 0
         seq.cached_upto = 0
@@ -201,6 +222,15 @@ class PagedKV(SwapSide, PrefixSide):
             return AllocStatus.LATER
         return AllocStatus.OK
 
+    def cached_prefix_tokens(self, probe: Callable[[], Seq]) -> int:
+        """Tokens of a request's prompt in the prefix cache, whole blocks as admission would
+        hit them (0 without a cache); ``probe`` builds the request (never admitted), called
+        only when there is a cache."""
+        if self.cache is None:
+            return 0
+        seq = probe()
+        return len(self.prefix.cached_prefix(seq)) * self.block_size if seq.keys else 0
+
     def breakdown(self) -> WasteBreakdown:
         """The GPU pool's slots split as token states / reservation / internal / free."""
         return WasteBreakdown(*self.slots())
@@ -209,18 +239,19 @@ class PagedKV(SwapSide, PrefixSide):
         """What a step row records of the memory, in the recorder's ``STEP_MEMORY_COLUMNS``
         order: GPU blocks used and free, :meth:`slots`, CPU blocks used, cached blocks,
         slots saved by sharing, evictions so far."""
-        gpu, cache, swap = self.gpu, self.cache, self.swap
+        gpu, cache, pool = self.gpu, self.cache, self.swap.pool
         return (
             gpu.used_blocks - self.null_blocks, gpu.free_blocks, *self.slots(),
-            0 if swap is None else swap.used_blocks,
-            0 if cache is None else cache.cached_blocks, self.shared_tokens,
+            0 if pool is None else pool.used_blocks,
+            0 if cache is None else cache.cached_blocks, self.sums.shared_tokens,
             0 if cache is None else cache.evictions,
         )  # fmt: skip
 
     def slots(self) -> tuple[int, int, int, int, int]:
         """:meth:`breakdown`'s five counts, unchecked (the per-step recording path)."""
-        bs, gpu, internal = self.block_size, self.gpu, self.internal_slots
-        tokens = self.written_tokens - self.shared_tokens - self.fork_dup_tokens
+        bs, gpu, sums = self.block_size, self.gpu, self.sums
+        internal = sums.internal_slots
+        tokens = sums.written_tokens - sums.shared_tokens - sums.fork_dup_tokens
         used = (gpu.used_blocks - self.null_blocks) * bs
         return tokens, used - tokens - internal, internal, 0, gpu.free_blocks * bs
 
@@ -228,24 +259,17 @@ class PagedKV(SwapSide, PrefixSide):
         """Raise ``InvariantViolation`` unless every invariant of the module docstring holds (tests
         call this after every step)."""
         gpu_seqs = list(gpu_seqs)
-        tables = [t for s in gpu_seqs for t in groups.tables_of(s)]
+        tables = [t for s in gpu_seqs for t in tables_of(s)]
         if self.null_blocks:  # the null block's one reference, as a one-block table
             tables.append(SequenceTable(self.block_size, [BlockId(0)], self.block_size))
         self.gpu.check(tables)
-        if self.swap is not None:
-            self.swap.cpu.check([t for s in cpu_seqs for t in groups.tables_of(s)])
+        if self.swap.pool is not None:
+            self.swap.pool.cpu.check([t for s in cpu_seqs for t in tables_of(s)])
         bs, written, internal, dup = self.block_size, 0, 0, 0
         for s in gpu_seqs:
-            w, i, d = groups.group_sums(groups.tables_of(s), s.num_computed, s.final_kv_tokens, bs)
+            w, i, d = group_sums(tables_of(s), s.num_computed, s.final_kv_tokens, bs)
             written, internal, dup = written + w, internal + i, dup + d
         refs = self._refs
-        single = {b for s in gpu_seqs if not groups.is_forked(s) for b in s.table.block_ids}
+        single = {b for s in gpu_seqs if not is_forked(s) for b in s.table.block_ids}
         shared = sum(refs[b] - 1 for b in single)
-        for name, actual, kept in (
-            ("written_tokens", written, self.written_tokens),
-            ("internal_slots", internal, self.internal_slots),
-            ("fork_dup_tokens", dup, self.fork_dup_tokens),
-            ("shared_tokens", shared * self.block_size, self.shared_tokens),
-        ):
-            if actual != kept:
-                raise InvariantViolation(f"PagedKV.{name} is {kept}, recomputed {actual}")
+        self.sums.check(written, internal, dup, shared * bs)

@@ -1,33 +1,35 @@
-"""The prefix-cache side of the paged KV memory, a part of
-:class:`~simkv.engine.paged_kv.PagedKV` kept in its own module.
+"""The prefix-cache side of the paged KV memory: a part of
+:class:`~simkv.engine.memory.paged.PagedKV`, which a scheduler calls as ``kv.prefix``.
 
 Admission onto a cached prefix (vLLM 0.11's ``KVCacheManager.get_computed_blocks`` and
 ``allocate_slots``: at most ``num_tokens - 1`` tokens hit, whole blocks; reviving a free cached
 block uses up a free block) and the registration of full blocks under their content keys
-(when, is :mod:`simkv.engine.paged_kv`'s module docstring).
+(when, is :mod:`simkv.engine.memory.paged`'s module docstring). The admission itself is
+``PagedKV.allocate_with_prefix``: the hits (:meth:`PrefixPart.take_hits`), then the growth.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simkv.engine.sequence import Seq, Status
+from simkv.engine.memory.sums import KVSums
+from simkv.engine.request.seq import Seq, Status
 from simkv.kv.allocator import BlockAllocator, BlockId, InvariantViolation
 from simkv.kv.prefix_cache import PrefixCache
 
 
-class PrefixSide:
-    """The prefix-cache calls of :class:`~simkv.engine.paged_kv.PagedKV` (which owns every
-    attribute used here: ``cache``, ``gpu``, ``block_size``, the running sums)."""
+class PrefixPart:
+    """Lookups in and registrations with ``cache`` (None: no prefix caching; every lookup
+    misses, nothing registers) for the blocks of ``gpu``, keeping ``sums`` exact for hits."""
 
-    cache: PrefixCache | None
-    gpu: BlockAllocator
-    block_size: int
-    written_tokens: int
-    shared_tokens: int
-    _refs: Sequence[int]
+    __slots__ = ("_refs", "block_size", "cache", "gpu", "sums")
 
-    def allocate_slots(self, seq: Seq, num_new: int) -> bool: ...  # PagedKV's
+    def __init__(self, gpu: BlockAllocator, cache: PrefixCache | None, sums: KVSums) -> None:
+        self.gpu = gpu
+        self.cache = cache
+        self.block_size = gpu.block_size
+        self.sums = sums
+        self._refs: Sequence[int] = gpu.refcounts
 
     def cached_prefix(self, seq: Seq) -> list[BlockId]:
         """Blocks of the longest cached prefix of a request with nothing computed (vLLM's
@@ -43,7 +45,7 @@ class PrefixSide:
         keys = self.cache is not None and seq.keys
         return not keys or (keys.owner is not None and not seq.preemptions and not seq.swaps)
 
-    def _blocks_taken(self, hits: list[BlockId], num_tokens: int) -> int:
+    def blocks_taken(self, hits: list[BlockId], num_tokens: int) -> int:
         """Free blocks that holding ``num_tokens`` tokens on the cached ``hits`` uses up: the
         blocks beyond the hits, plus each hit revived from the free queue (as in vLLM)."""
         refs = self._refs
@@ -53,40 +55,33 @@ class PrefixSide:
     def fits_whole(self, seq: Seq, hits: list[BlockId]) -> bool:
         """Whether blocks for all of ``seq``'s tokens are free beyond its cached ``hits``, the
         check vLLM's ``KVCacheManager.allocate_slots`` makes with ``full_sequence_must_fit``."""
-        return self._blocks_taken(hits, seq.num_tokens) <= self.gpu.free_blocks
+        return self.blocks_taken(hits, seq.num_tokens) <= self.gpu.free_blocks
 
-    def allocate_with_prefix(self, seq: Seq, hits: list[BlockId], num_new: int) -> bool:
-        """Admit ``seq`` onto its cached ``hits`` plus room for ``num_new`` more tokens.
-
-        All or nothing: reviving a free cached block uses up a free block, as in vLLM.
-        """
-        if not hits:
-            return self.allocate_slots(seq, num_new)
+    def take_hits(self, seq: Seq, hits: list[BlockId]) -> None:
+        """Make the cached ``hits`` (non-empty, :meth:`blocks_taken` checked free) the start of
+        a waiting ``seq``'s table: its first ``len(hits)`` blocks, computed."""
         refs, bs, gpu, keys = self._refs, self.block_size, self.gpu, seq.keys
-        cached = len(hits) * bs
-        if self._blocks_taken(hits, cached + num_new) > gpu.free_blocks:
-            return False
         if keys is None:
             raise InvariantViolation(f"cache hits for {seq} without keys")
         if keys.owner is not None:  # private keys: its own free blocks, taken back at once
             gpu.revive_many(hits, keys.owner)
         else:
+            shared = 0
             for block in hits:
                 if refs[block] == 0:
                     gpu.revive(block)
                 else:
                     gpu.incref(block)
-                    self.shared_tokens += bs
+                    shared += bs
+            if shared:
+                self.sums.shared(shared)
+        cached = len(hits) * bs
         table = seq.table
         table.block_ids = list(hits)
         table.length = cached
         seq.num_computed = cached
         seq.cached_upto = len(hits)
-        self.written_tokens += cached
-        # the hits are full blocks, none past the final length: the one growth path from here
-        if not self.allocate_slots(seq, num_new):
-            raise InvariantViolation(f"{seq}: blocks counted free for its admission were not")
-        return True
+        self.sums.computed(cached)
 
     def cache_computed(self, seqs: list[Seq]) -> None:
         """Register the blocks the last step filled (full and computed) in the prefix cache."""
@@ -95,9 +90,9 @@ class PrefixSide:
         bs = self.block_size
         for seq in seqs:
             if seq.status is Status.RUNNING and seq.num_computed // bs > seq.cached_upto:
-                self._register(seq, seq.num_computed)
+                self.register(seq, seq.num_computed)
 
-    def _register(self, seq: Seq, tokens: int) -> None:
+    def register(self, seq: Seq, tokens: int) -> None:
         """Register ``seq``'s blocks full up to its first ``tokens`` tokens."""
         cache, full = self.cache, tokens // self.block_size
         if cache is None or seq.keys is None or full <= seq.cached_upto:
