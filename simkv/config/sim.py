@@ -21,7 +21,7 @@ from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.fleet import ENGINE_SECTIONS, MAX_REPLICAS, FleetConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.limits import FolderName
-from simkv.config.overrides import apply_overrides, apply_overrides_all, is_set, parent_of
+from simkv.config.overrides import is_set, parent_of, set_items, set_items_all
 from simkv.config.policy import (
     PreemptionConfig,
     SchedulerConfig,
@@ -216,8 +216,20 @@ def apply_measured_engine(doc: YamlDoc) -> dict[str, object]:
     fill = _unset(doc.data, engine_overrides(settings))
     for key, value in fill.items():
         keys = key.split(".")
-        parent_of(doc.data, keys)[keys[-1]] = value
+        parent_of(doc.data, keys, SimConfig)[keys[-1]] = value
     return fill
+
+
+def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
+    """Apply ``--set key.path=value`` items to a run config's document in place
+    (:func:`simkv.config.overrides.set_items`; a section the file leaves out starts from its
+    default kind); :class:`InputError` for every item that cannot be applied."""
+    set_items(doc, overrides, SimConfig)
+
+
+def apply_overrides_all(doc: YamlDoc, overrides: list[str]) -> list[InputError]:
+    """:func:`apply_overrides` that skips the items it cannot apply and returns their errors."""
+    return set_items_all(doc, overrides, SimConfig)
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> SimConfig:

@@ -13,13 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from simkv.config.cost import (
-    RooflineCostConfig,
-    StepTimeTable,
-    TableCostConfig,
-    TransferCostConfig,
-)
+from simkv.config.cost import RooflineCostConfig, TableCostConfig, TransferCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
+from simkv.measured.step_table import StepTimeTable
 
 __all__ = [
     "CostModel",

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from simkv.config.cost import TableCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
-from simkv.config.step_sources import DistServeFit, SplitwiseRow, read_distserve, read_splitwise
 from simkv.engine.cost_model import Work, _BlockTransfers, _empty_step, clamped_linear
 from simkv.errors import InputError
+from simkv.measured.step_sources import DistServeFit, SplitwiseRow, read_distserve, read_splitwise
 
 __all__ = ["PhaseCostModel", "phase_cost_model"]
 

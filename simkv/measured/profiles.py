@@ -36,7 +36,7 @@ from simkv.config.cost import RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.engine.cost_model import RooflineCostModel, StepWork, chunk_attention_pairs
 from simkv.errors import InputError
-from simkv.workload.tables import read_table
+from simkv.tables import read_table
 
 __all__ = [
     "LINEAR_KERNELS",

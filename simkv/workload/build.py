@@ -208,7 +208,7 @@ def _trace(cfg: TraceWorkload, rng: np.random.Generator, base_dir: Path) -> Work
 
 
 def _measured(cfg: MeasuredWorkload, base_dir: Path) -> Workload:
-    # imported here: simkv.measured reads its files through simkv.workload.tables, and this
+    # imported here: simkv.measured reads its files through simkv.tables, and this
     # package's __init__ imports this module
     from simkv.measured import measured_workload, read_measured_run
 

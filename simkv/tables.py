@@ -1,7 +1,11 @@
-"""The tabular layer of the trace readers: CSV or JSONL rows with their file lines.
+"""User files as text and tables, every problem located: the one reader of traces, measured
+runs and profiles (:mod:`simkv.workload.traces`, :mod:`simkv.measured`).
 
-Every bad value is reported as :class:`simkv.errors.InputError` with ``file:line column`` (line =
-1-based physical line of the file; a CSV header is line 1).
+:func:`decode_utf8` and :func:`read_text` give a file's text (the line of a byte that is not
+UTF-8); :func:`read_table` gives CSV or JSONL rows with their file lines. Every bad value is
+reported as :class:`simkv.errors.InputError` with ``file:line column`` (line = 1-based physical
+line of the file; a CSV header is line 1). A ground module: it imports only
+:mod:`simkv.errors`, so every layer may read files through it.
 """
 
 from __future__ import annotations
@@ -16,12 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simkv.config.limits import MAX_TOKENS
-from simkv.config.safe_yaml import decode_utf8
 from simkv.errors import InputError
-
-MAX_VALUE = float(MAX_TOKENS)
-"""Largest token count a trace may give."""
 
 
 def _bound(limit: float) -> str:
@@ -107,10 +106,21 @@ class Table:
             raise self.fail(row, name, problem)
         return values
 
-    def ints(self, name: str, minimum: int = 1, maximum: float = MAX_VALUE) -> np.ndarray:
-        """Column ``name`` as int64 in [minimum, maximum] (token counts by default)."""
+    def ints(self, name: str, minimum: int = 1, *, maximum: float) -> np.ndarray:
+        """Column ``name`` as int64 in [minimum, maximum] (a token count's ``maximum`` is
+        :data:`simkv.config.limits.MAX_TOKENS`)."""
         values = self.numbers(name, minimum=minimum, integer=True, maximum=maximum)
         return values.astype(np.int64)
+
+
+def decode_utf8(raw: bytes, file: str) -> str:
+    """``raw`` as UTF-8 text; a byte that is not UTF-8 is an :class:`InputError` with its line."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        message = f"not UTF-8 text (byte 0x{raw[err.start]:02x})"
+        raise InputError(message, file=file, line=line) from None
 
 
 def read_text(path: Path) -> str:
