@@ -86,11 +86,11 @@ class RooflineCostConfig(TransferCostConfig):
     (:attr:`~simkv.config.hardware.GpuSpec.tensor_flops_per_s`). Two groups of defaults are
     fitted to measurements, the GPU side first. The two linear knobs (``gemm_efficiency``,
     ``linear_overlap_exponent``) come from vLLM 0.19's matmuls of one decoder layer measured at
-    1-2,048 tokens on an RTX 4090 and an RTX PRO 6000 (:func:`simkv.measured.profiles.fit_linear`
+    1-2,048 tokens on an RTX 4090 and an RTX PRO 6000 (:func:`simkv.calibrate.kernels.fit_linear`
     on the ``dense.csv`` profiles bundled under ``traces/measured/llmservingsim-profiles``), the
     four attention knobs (``attention_floor_us``, ``kv_read_efficiency``,
     ``attention_efficiency``, ``mixed_gqa_reread``) from its attention layer measured shape by
-    shape on the same GPUs (:func:`simkv.measured.profiles.fit_attention` on the
+    shape on the same GPUs (:func:`simkv.calibrate.kernels.fit_attention` on the
     ``attention.csv`` grids there); ``benchmarks/sim_vs_real.py`` prints both fits.
     Then the two host overheads, jointly to the two vLLM 0.19 Llama-3.1-8B runs bundled under
     ``traces/measured`` (an RTX 4090 and an RTX PRO 6000 Server Edition), every other knob at its
@@ -137,7 +137,7 @@ class RooflineCostConfig(TransferCostConfig):
         description="fraction of the GPU's tensor rate (measured sustained GEMM rate, else "
         "spec peak) in the linear layers; default: vLLM 0.19's linear kernels of one decoder "
         "layer at 1-2,048 tokens on an RTX 4090 and an RTX PRO 6000, TP 1 and 2 "
-        "(simkv.measured.profiles.fit_linear on traces/measured/llmservingsim-profiles: 0.983)",
+        "(simkv.calibrate.kernels.fit_linear on traces/measured/llmservingsim-profiles: 0.983)",
     )
     linear_overlap_exponent: float = Field(
         1.45,
@@ -156,7 +156,7 @@ class RooflineCostConfig(TransferCostConfig):
         0.86,
         description="fraction of HBM bandwidth attention reads KV at; default: vLLM 0.19's "
         "attention layer on an RTX 4090 and an RTX PRO 6000, decode-only shapes "
-        "(simkv.measured.profiles.fit_attention on traces/measured/llmservingsim-profiles: "
+        "(simkv.calibrate.kernels.fit_attention on traces/measured/llmservingsim-profiles: "
         "0.863)",
     )
     attention_floor_us: NonNegativeFloat = Field(
