@@ -1,11 +1,11 @@
-"""User files as text and tables, every problem located: the one reader of traces, measured
-runs and profiles (:mod:`simkv.workload.traces`, :mod:`simkv.measured`).
+"""User files as tables, every problem located: the one table reader of traces, measured runs
+and profiles (:mod:`simkv.workload.traces`, :mod:`simkv.measured`).
 
-:func:`decode_utf8` and :func:`read_text` give a file's text (the line of a byte that is not
-UTF-8); :func:`read_table` gives CSV or JSONL rows with their file lines. Every bad value is
-reported as :class:`simkv.errors.InputError` with ``file:line column`` (line = 1-based physical
-line of the file; a CSV header is line 1). A ground module: it imports only
-:mod:`simkv.errors`, so every layer may read files through it.
+:func:`read_table` gives CSV or JSONL rows with their file lines (the text read by
+:func:`simkv.text.read_text`). Every bad value is reported as :class:`simkv.errors.InputError`
+with ``file:line column`` (line = 1-based physical line of the file; a CSV header is line 1).
+A ground module: it imports only :mod:`simkv.errors` and :mod:`simkv.text`, so every layer may
+read files through it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from simkv.errors import InputError
+from simkv.text import read_text
 
 
 def _bound(limit: float) -> str:
@@ -111,25 +112,6 @@ class Table:
         :data:`simkv.config.limits.MAX_TOKENS`)."""
         values = self.numbers(name, minimum=minimum, integer=True, maximum=maximum)
         return values.astype(np.int64)
-
-
-def decode_utf8(raw: bytes, file: str) -> str:
-    """``raw`` as UTF-8 text; a byte that is not UTF-8 is an :class:`InputError` with its line."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        message = f"not UTF-8 text (byte 0x{raw[err.start]:02x})"
-        raise InputError(message, file=file, line=line) from None
-
-
-def read_text(path: Path) -> str:
-    """A file's UTF-8 text (a byte-order mark dropped); :class:`InputError` when unreadable."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
-    return decode_utf8(raw, str(path)).removeprefix("\ufeff")
 
 
 def _first_data_line(text: str) -> int:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from simkv.config.safe_yaml import load_bounded
 from simkv.errors import InputError, all_of
-from simkv.tables import decode_utf8
+from simkv.text import decode_utf8
 
 M = TypeVar("M", bound=BaseModel)
 KeyPath = tuple[str | int, ...]

@@ -9,8 +9,8 @@
 * duplicate keys in a mapping (YAML says they are an error; PyYAML keeps the last);
 * integers longer than :data:`MAX_INT_DIGITS` digits.
 
-:func:`simkv.tables.decode_utf8` turns bytes into text, naming the line of the first non-UTF-8
-byte.
+The text comes decoded (:func:`simkv.text.decode_utf8` names the line of the first byte that is
+not UTF-8).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simkv.errors import InputError
-from simkv.tables import decode_utf8
+from simkv.text import decode_utf8
 
 __all__ = ["StepTimeTable", "read_step_table"]
 
