@@ -50,6 +50,18 @@ from scipy.optimize import linprog
 
 from simkv.calibrate.api import RUN_KNOBS, step_knobs
 from simkv.calibrate.fit import FitResult, fit_run, fit_steps, step_error, step_errors
+from simkv.calibrate.kernels import (
+    ATTENTION_KNOBS,
+    LINEAR_KNOBS,
+    AttentionGrid,
+    LinearProfile,
+    attention_us,
+    attention_works,
+    decoder_layer,
+    fit_attention,
+    fit_linear,
+    linear_us,
+)
 from simkv.calibrate.runs import run_objective
 from simkv.calibrate.steps import StepSample, read_step_samples
 from simkv.config.cost import RooflineCostConfig
@@ -57,21 +69,7 @@ from simkv.config.hardware import GpuSpec, ModelSpec, load_gpu_preset, load_mode
 from simkv.config.profile import read_profile
 from simkv.engine.cost_model import RooflineCostModel
 from simkv.measured import read_measured_run
-from simkv.measured.profiles import (
-    ATTENTION_KNOBS,
-    LINEAR_KNOBS,
-    AttentionGrid,
-    LinearProfile,
-    attention_kernel_us,
-    attention_us,
-    attention_works,
-    decoder_layer,
-    fit_attention,
-    fit_linear,
-    linear_kernel_us,
-    linear_us,
-    moe_kernel_us,
-)
+from simkv.measured.profiles import attention_kernel_us, linear_kernel_us, moe_kernel_us
 from simkv.presets import find_preset
 from simkv.run import load_config, simulate
 
@@ -546,10 +544,10 @@ def main() -> None:
         "`traces/measured/llmservingsim-profiles`: `dense.csv`'s qkv, o, gate-up and down "
         "projections at 1-2,048 tokens; `moe.csv`'s routed experts by tokens and activated "
         "experts) against simkv's linear term for that layer "
-        "(`RooflineCostModel.linear_s`, `simkv.measured.profiles.decoder_layer`); error = simkv "
+        "(`RooflineCostModel.linear_s`, `simkv.calibrate.kernels.decoder_layer`); error = simkv "
         "/ measured − 1, + = simkv slow. The GPU preset is the one the profile's device name "
         "finds. The dense profiles are where the linear knobs' defaults come from: "
-        f"`simkv.measured.profiles.fit_linear` on the five pooled, from any start, gives "
+        f"`simkv.calibrate.kernels.fit_linear` on the five pooled, from any start, gives "
         f"{linear_fit()} (the weight-read efficiency held at its 0.9); the defaults are these, "
         "rounded. The column *max* is the error with the classic roofline's larger of the FLOP "
         "and weight-stream times (`linear_overlap_exponent` 64), the rest use the defaults.",
@@ -559,7 +557,7 @@ def main() -> None:
         "The attention layer (`attention.csv`: at most one prefill chunk after cached tokens "
         "beside up to 256 decodes, every shape the profiler's grid holds, vLLM 0.19's "
         "FlashAttention 2 on both GPUs) is where the attention knobs' defaults come from: "
-        "`simkv.measured.profiles.fit_attention` on the three grids pooled, from any start, "
+        "`simkv.calibrate.kernels.fit_attention` on the three grids pooled, from any start, "
         f"gives {attention_fit()} (the floor and KV-read efficiency from the decode-only "
         "shapes, the attention efficiency from the prefill-only ones, the re-read share from "
         "the mixed ones); the defaults are these, rounded. simkv's attention term for one "

@@ -1,4 +1,5 @@
-"""Shared test constants, the tiny CLI config fixture and the benchmark-script loader."""
+"""Shared test constants, the tiny CLI config fixture, the bundled measured runs and the
+benchmark-script loader."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from simkv.measured import MeasuredRun, read_measured_run
+from tests.measured.conftest import QWEN3_32B, RTX4090, RTXPRO6000
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,3 +52,18 @@ def tiny(tmp_path: Path) -> Path:
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY)
     return config
+
+
+@pytest.fixture(scope="session")
+def rtx4090() -> MeasuredRun:
+    return read_measured_run(RTX4090)
+
+
+@pytest.fixture(scope="session")
+def rtxpro6000() -> MeasuredRun:
+    return read_measured_run(RTXPRO6000)
+
+
+@pytest.fixture(scope="session")
+def qwen3_32b() -> MeasuredRun:
+    return read_measured_run(QWEN3_32B)

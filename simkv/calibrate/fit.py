@@ -200,7 +200,7 @@ def fit_log_ratios(
     knob in log space within :data:`KNOBS`' bounds, trust region reflective, deterministic),
     plus the weak log-space prior centred on ``start`` if ``prior``; and the number of
     evaluations. The solver of every least-squares fit: step samples here, kernel profiles in
-    :mod:`simkv.measured.profiles`."""
+    :mod:`simkv.calibrate.kernels`."""
     log_measured = np.log(measured)
     count = 0
     x0 = _start(start, knobs)

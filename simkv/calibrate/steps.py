@@ -1,8 +1,8 @@
 """Step-level measurements as :class:`StepSample` rows that the calibration fits to.
 
-Sources, detected from the file (:func:`simkv.config.step_sources.sniff`):
+Sources, detected from the file (:func:`simkv.measured.step_sources.sniff`):
 
-* a **DistServe profile** (a fitted model, :mod:`simkv.config.step_sources`): *sampled* on a
+* a **DistServe profile** (a fitted model, :mod:`simkv.measured.step_sources`): *sampled* on a
   grid: prefill batches of 1–8 prompts of 64–2,048 tokens and decode batches of 1–256
   sequences at contexts of 64–2,048 tokens, only where the decode batch's KV fits in the GPU
   memory the weights leave (:func:`decode_fits`: the profile was measured on a running
@@ -26,7 +26,10 @@ from pathlib import Path
 
 from simkv.config.hardware import load_gpu_preset, load_model_preset
 from simkv.config.sections import KVCacheConfig
-from simkv.config.step_sources import (
+from simkv.engine.capacity import InsufficientMemory, kv_capacity_blocks
+from simkv.engine.step_work import StepWork, chunk_attention_pairs
+from simkv.errors import InputError
+from simkv.measured.step_sources import (
     gpu_preset,
     integer,
     model_preset,
@@ -36,9 +39,6 @@ from simkv.config.step_sources import (
     rows,
     sniff,
 )
-from simkv.engine.capacity import InsufficientMemory, kv_capacity_blocks
-from simkv.engine.cost_model import StepWork, chunk_attention_pairs
-from simkv.errors import InputError
 
 __all__ = [
     "StepSample",

@@ -14,8 +14,9 @@ from typing import Any, TypeVar, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from simkv.config.safe_yaml import decode_utf8, load_bounded
+from simkv.config.safe_yaml import load_bounded
 from simkv.errors import InputError, all_of
+from simkv.text import decode_utf8
 
 M = TypeVar("M", bound=BaseModel)
 KeyPath = tuple[str | int, ...]

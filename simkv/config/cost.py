@@ -3,8 +3,9 @@
 ``cost: {kind: roofline, ...}`` or ``cost: {kind: table, path: steps.csv, ...}``; the ``kind``
 key selects the model (a pydantic discriminated union, :data:`CostConfig`). Both kinds share the
 block-transfer parameters of :class:`TransferCostConfig` (swap and copy-on-write times), so those
-are written once. A table's CSV is user input, so it is read and checked here, into a typed
-:class:`StepTimeTable`; the models themselves are in :mod:`simkv.engine.cost_model`.
+are written once. A table's CSV is read and checked into a typed
+:class:`~simkv.measured.step_table.StepTimeTable` by :mod:`simkv.measured.step_table`; the
+models themselves are in :mod:`simkv.engine.cost_model`.
 
 The defaults are modelling assumptions, not measurements; calibrate them (or use ``table``) when
 absolute times matter.
@@ -12,18 +13,12 @@ absolute times matter.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveInt
 
 from simkv.config.base import Frozen
-from simkv.config.safe_yaml import decode_utf8
-from simkv.errors import InputError
 
 Efficiency = Annotated[float, Field(gt=0.0, le=4.0)]
 """A fraction of a spec-sheet rate reached in practice. Above 1 is allowed (up to 4) because
@@ -91,11 +86,11 @@ class RooflineCostConfig(TransferCostConfig):
     (:attr:`~simkv.config.hardware.GpuSpec.tensor_flops_per_s`). Two groups of defaults are
     fitted to measurements, the GPU side first. The two linear knobs (``gemm_efficiency``,
     ``linear_overlap_exponent``) come from vLLM 0.19's matmuls of one decoder layer measured at
-    1-2,048 tokens on an RTX 4090 and an RTX PRO 6000 (:func:`simkv.measured.profiles.fit_linear`
+    1-2,048 tokens on an RTX 4090 and an RTX PRO 6000 (:func:`simkv.calibrate.kernels.fit_linear`
     on the ``dense.csv`` profiles bundled under ``traces/measured/llmservingsim-profiles``), the
     four attention knobs (``attention_floor_us``, ``kv_read_efficiency``,
     ``attention_efficiency``, ``mixed_gqa_reread``) from its attention layer measured shape by
-    shape on the same GPUs (:func:`simkv.measured.profiles.fit_attention` on the
+    shape on the same GPUs (:func:`simkv.calibrate.kernels.fit_attention` on the
     ``attention.csv`` grids there); ``benchmarks/sim_vs_real.py`` prints both fits.
     Then the two host overheads, jointly to the two vLLM 0.19 Llama-3.1-8B runs bundled under
     ``traces/measured`` (an RTX 4090 and an RTX PRO 6000 Server Edition), every other knob at its
@@ -142,7 +137,7 @@ class RooflineCostConfig(TransferCostConfig):
         description="fraction of the GPU's tensor rate (measured sustained GEMM rate, else "
         "spec peak) in the linear layers; default: vLLM 0.19's linear kernels of one decoder "
         "layer at 1-2,048 tokens on an RTX 4090 and an RTX PRO 6000, TP 1 and 2 "
-        "(simkv.measured.profiles.fit_linear on traces/measured/llmservingsim-profiles: 0.983)",
+        "(simkv.calibrate.kernels.fit_linear on traces/measured/llmservingsim-profiles: 0.983)",
     )
     linear_overlap_exponent: float = Field(
         1.45,
@@ -161,7 +156,7 @@ class RooflineCostConfig(TransferCostConfig):
         0.86,
         description="fraction of HBM bandwidth attention reads KV at; default: vLLM 0.19's "
         "attention layer on an RTX 4090 and an RTX PRO 6000, decode-only shapes "
-        "(simkv.measured.profiles.fit_attention on traces/measured/llmservingsim-profiles: "
+        "(simkv.calibrate.kernels.fit_attention on traces/measured/llmservingsim-profiles: "
         "0.863)",
     )
     attention_floor_us: NonNegativeFloat = Field(
@@ -234,98 +229,6 @@ class TableCostConfig(TransferCostConfig):
         description="a DistServe profile or Splitwise table only: the model's name in the file "
         "(None: the run's model preset, matched through its aliases)",
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# The measured table, read and checked at the edge into a typed object
-
-_TOKENS, _KV, _TIME = "num_tokens", "kv_read_tokens", "step_time_ms"
-
-
-@dataclass(frozen=True, slots=True)
-class StepTimeTable:
-    """Measured step times on a grid: ``times_ms[j][i]`` at ``(num_tokens[i], kv_read[j])``.
-
-    Invariants: both axes strictly increasing and non-empty; every time positive. A table
-    without a ``kv_read_tokens`` column has the single kv axis value 0 (the axis is then inert).
-    """
-
-    num_tokens: tuple[float, ...]
-    kv_read_tokens: tuple[float, ...]
-    times_ms: tuple[tuple[float, ...], ...]
-
-
-def _number(text: str, column: str, where: tuple[Path, int]) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    ok = math.isfinite(value) and (value > 0 if column == _TIME else value >= 0)
-    if not ok:
-        want = "a positive number" if column == _TIME else "a non-negative number"
-        raise InputError(
-            f"expected {want}, got {text!r}", file=where[0], line=where[1], field=column
-        )
-    return value
-
-
-def _header(row: list[str], path: Path) -> list[str]:
-    names = [name.strip() for name in row]
-    for i, name in enumerate(names):
-        if name not in (_TOKENS, _KV, _TIME):
-            raise InputError("unknown column", file=path, line=1, field=name or "''")
-        if name in names[:i]:
-            raise InputError("duplicate column", file=path, line=1, field=name)
-    for name in (_TOKENS, _TIME):
-        if name not in names:
-            raise InputError("missing column", file=path, line=1, field=name)
-    return names
-
-
-def _read_points(path: Path) -> dict[tuple[float, float], float]:
-    """``{(num_tokens, kv_read_tokens): step_time_ms}``; kv_read_tokens is 0 without its column."""
-    try:
-        text = decode_utf8(path.read_bytes(), str(path)).removeprefix("\ufeff")
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=path) from None
-    with io.StringIO(text, newline="") as handle:
-        reader = csv.reader(handle)
-        names = _header(next(reader, []), path)
-        points: dict[tuple[float, float], float] = {}
-        for row in reader:
-            if not any(cell.strip() for cell in row):
-                continue
-            where = (path, reader.line_num)
-            if len(row) != len(names):
-                raise InputError(
-                    f"expected {len(names)} fields, got {len(row)}", file=path, line=where[1]
-                )
-            values = {n: _number(c.strip(), n, where) for n, c in zip(names, row, strict=True)}
-            key = (values[_TOKENS], values.get(_KV, 0.0))
-            if key in points:
-                message = f"duplicate row for num_tokens={key[0]:g}, kv_read_tokens={key[1]:g}"
-                raise InputError(message, file=path, line=where[1], field=_TOKENS)
-            points[key] = values[_TIME]
-    if not points:
-        raise InputError("no data rows", file=path, line=1)
-    return points
-
-
-def read_step_table(path: Path) -> StepTimeTable:
-    """Parse a step-time CSV (format in ``TableCostConfig``); problems are :class:`InputError`."""
-    points = _read_points(path)
-    ns = tuple(sorted({n for n, _ in points}))
-    ks = tuple(sorted({k for _, k in points}))
-    for k in ks:
-        for n in ns:
-            if (n, k) not in points:
-                raise InputError(
-                    f"incomplete grid: no row for num_tokens={n:g} with kv_read_tokens={k:g}",
-                    file=path,
-                    field=_KV,
-                )
-    times = tuple(tuple(points[(n, k)] for n in ns) for k in ks)
-    return StepTimeTable(num_tokens=ns, kv_read_tokens=ks, times_ms=times)
 
 
 CostConfig = Annotated[RooflineCostConfig | TableCostConfig, Field(discriminator="kind")]

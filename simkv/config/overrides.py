@@ -3,7 +3,9 @@
 Values are parsed by the bounded YAML loader (a value that is not YAML stays a string); a
 section the document leaves out starts from its default ``kind``, so ``--set
 scheduler.kind=orca`` starts the section from orca's defaults; the key paths written are noted
-in ``doc.set_paths`` so that errors there are blamed on ``--set``.
+in ``doc.set_paths`` so that errors there are blamed on ``--set``. The document's model (whose
+top-level fields are the sections) is an argument: :mod:`simkv.config.sim` applies these to a
+run config (``apply_overrides``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from simkv.config.base import YamlDoc
 from simkv.config.safe_yaml import load_bounded
@@ -31,29 +34,28 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def _default_section(key: str) -> dict[str, Any]:
-    """A top-level section the document leaves out, as ``--set`` starts it: its default
-    ``kind`` only (the other defaults come from validation), so that switching the kind with
-    ``--set scheduler.kind=orca`` starts from the new kind's defaults."""
-    from simkv.config.sim import SimConfig  # the run config's sections, which import this module
-
-    field = SimConfig.model_fields.get(key)
+def _default_section(model: type[BaseModel], key: str) -> dict[str, Any]:
+    """A top-level section of ``model`` the document leaves out, as ``--set`` starts it: its
+    default ``kind`` only (the other defaults come from validation), so that switching the kind
+    with ``--set scheduler.kind=orca`` starts from the new kind's defaults."""
+    field = model.model_fields.get(key)
     default = getattr(field, "default", None)
     kind = getattr(default, "kind", None)
     return {"kind": kind} if isinstance(kind, str) else {}
 
 
-def parent_of(data: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+def parent_of(data: dict[str, Any], keys: list[str], model: type[BaseModel]) -> dict[str, Any]:
     """The mapping that holds ``keys[-1]``, made along the way: a top-level section the
-    document leaves out starts from its default, a preset name becomes ``{preset: name}``, and
-    a number indexes an existing list (``fleet.replicas.0.count``: the first group's count)."""
+    document (of ``model``) leaves out starts from its default, a preset name becomes
+    ``{preset: name}``, and a number indexes an existing list (``fleet.replicas.0.count``: the
+    first group's count)."""
     node: Any = data
     for depth, key in enumerate(keys[:-1]):
         if isinstance(node, list):
             node = _list_item(node, key, keys[: depth + 1])
             continue
         if depth == 0 and key not in node:
-            node[key] = _default_section(key)
+            node[key] = _default_section(model, key)
         child = node.get(key)
         if isinstance(child, str):  # e.g. model: llama-2-7b  →  {preset: llama-2-7b}
             child = {"preset": child}
@@ -88,20 +90,21 @@ def is_set(data: Any, keys: list[str]) -> bool:
     return True
 
 
-def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
-    """Apply ``--set key.path=value`` items (values parsed as YAML) to the document in place.
+def set_items(doc: YamlDoc, overrides: list[str], model: type[BaseModel]) -> None:
+    """Apply ``--set key.path=value`` items (values parsed as YAML) to the document of
+    ``model`` in place.
 
     A section the file leaves out starts from its default kind (``--set cost_model.x=1`` keeps
     the default ``kind``). The key paths set are noted in ``doc.set_paths`` (errors there are
     blamed on ``--set``).
     """
-    errors = apply_overrides_all(doc, overrides)
+    errors = set_items_all(doc, overrides, model)
     if errors:
         raise all_of(errors)
 
 
-def apply_overrides_all(doc: YamlDoc, overrides: list[str]) -> list[InputError]:
-    """:func:`apply_overrides` that skips the items it cannot apply and returns their errors."""
+def set_items_all(doc: YamlDoc, overrides: list[str], model: type[BaseModel]) -> list[InputError]:
+    """:func:`set_items` that skips the items it cannot apply and returns their errors."""
     errors = []
     for item in overrides:
         try:
@@ -111,7 +114,7 @@ def apply_overrides_all(doc: YamlDoc, overrides: list[str]) -> list[InputError]:
             continue
         if isinstance(doc.data, dict):
             try:
-                parent_of(doc.data, keys)[keys[-1]] = value
+                parent_of(doc.data, keys, model)[keys[-1]] = value
             except InputError as err:
                 errors.append(err)
                 continue

@@ -9,7 +9,8 @@
 * duplicate keys in a mapping (YAML says they are an error; PyYAML keeps the last);
 * integers longer than :data:`MAX_INT_DIGITS` digits.
 
-:func:`decode_utf8` turns bytes into text, naming the line of the first non-UTF-8 byte.
+The text comes decoded (:func:`simkv.text.decode_utf8` names the line of the first byte that is
+not UTF-8).
 """
 
 from __future__ import annotations
@@ -116,13 +117,3 @@ def load_bounded(text: str, file: str) -> tuple[Any, yaml.Node | None]:
         return loader.construct_document(node), node
     finally:
         loader.dispose()
-
-
-def decode_utf8(raw: bytes, file: str) -> str:
-    """``raw`` as UTF-8 text; a byte that is not UTF-8 is an :class:`InputError` with its line."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        message = f"not UTF-8 text (byte 0x{raw[err.start]:02x})"
-        raise InputError(message, file=file, line=line) from None

@@ -21,7 +21,7 @@ from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.fleet import ENGINE_SECTIONS, MAX_REPLICAS, FleetConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.limits import FolderName
-from simkv.config.overrides import apply_overrides, apply_overrides_all
+from simkv.config.overrides import set_items, set_items_all
 from simkv.config.policy import (
     PreemptionConfig,
     SchedulerConfig,
@@ -151,6 +151,18 @@ def _with_kv_defaults(data: dict[str, Any], kv: Any, sched: Any) -> dict[str, An
     if kv.get("reuse") is None and traits is not None:
         kv["reuse"] = traits.reuse
     return {"kv_cache": kv}
+
+
+def apply_overrides(doc: YamlDoc, overrides: list[str]) -> None:
+    """Apply ``--set key.path=value`` items to a run config's document in place
+    (:func:`simkv.config.overrides.set_items`; a section the file leaves out starts from its
+    default kind); :class:`InputError` for every item that cannot be applied."""
+    set_items(doc, overrides, SimConfig)
+
+
+def apply_overrides_all(doc: YamlDoc, overrides: list[str]) -> list[InputError]:
+    """:func:`apply_overrides` that skips the items it cannot apply and returns their errors."""
+    return set_items_all(doc, overrides, SimConfig)
 
 
 def read_config(

@@ -3,20 +3,21 @@
 ``kind: roofline`` → :class:`~simkv.engine.cost_model.RooflineCostModel`; ``kind: table`` →
 :class:`~simkv.engine.table_cost.TableCostModel` for simkv's step-time CSV, or
 :class:`~simkv.engine.phase_cost.PhaseCostModel` for a DistServe profile or a Splitwise table
-(detected from the file, :func:`simkv.config.step_sources.sniff`).
+(detected from the file, :func:`simkv.measured.step_sources.sniff`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from simkv.config.cost import CostConfig, RooflineCostConfig, read_step_table
+from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
-from simkv.config.step_sources import sniff
 from simkv.engine.cost_model import RooflineCostModel
 from simkv.engine.phase_cost import phase_cost_model
 from simkv.engine.step_work import CostModel
 from simkv.engine.table_cost import TableCostModel
+from simkv.measured.step_sources import sniff
+from simkv.measured.step_table import read_step_table
 
 __all__ = ["build_cost_model"]
 

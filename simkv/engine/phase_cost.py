@@ -26,10 +26,10 @@ from pathlib import Path
 
 from simkv.config.cost import TableCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
-from simkv.config.step_sources import DistServeFit, SplitwiseRow, read_distserve, read_splitwise
 from simkv.engine.step_work import BlockTransfers, Work, empty_step
 from simkv.engine.table_cost import clamped_linear
 from simkv.errors import InputError
+from simkv.measured.step_sources import DistServeFit, SplitwiseRow, read_distserve, read_splitwise
 
 __all__ = ["PhaseCostModel", "phase_cost_model"]
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 
-from simkv.config.cost import StepTimeTable, TableCostConfig
+from simkv.config.cost import TableCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.engine.step_work import BlockTransfers, Work, empty_step
+from simkv.measured.step_table import StepTimeTable
 
 __all__ = ["TableCostModel", "clamped_linear"]
 

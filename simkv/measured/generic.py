@@ -21,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from simkv.config.limits import MAX_TOKENS
 from simkv.errors import InputError
 from simkv.measured.runs import REQUEST_COLUMNS, MeasuredRun, RequestColumns, request_frame
-from simkv.workload.tables import Table, read_table
+from simkv.tables import Table, read_table
 
 OPTIONAL_COLUMNS = ("first_scheduled_s",)
 
@@ -50,7 +51,8 @@ def read_generic(path: Path) -> MeasuredRun:
     sched = seconds("first_scheduled_s") if table.has("first_scheduled_s") else None
     cols = RequestColumns(
         table.path, table.lines, {}, seconds("arrival_s"),
-        table.ints("prompt_tokens", minimum=0), table.ints("output_tokens", minimum=0),
+        table.ints("prompt_tokens", minimum=0, maximum=MAX_TOKENS),
+        table.ints("output_tokens", minimum=0, maximum=MAX_TOKENS),
         seconds("ttft_s"), seconds("e2el_s"), sched,
     )  # fmt: skip
     frame, _ = request_frame(cols)

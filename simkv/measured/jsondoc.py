@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from simkv.errors import InputError
-from simkv.workload.tables import read_text
+from simkv.text import read_text
 
 
 @dataclass(frozen=True)

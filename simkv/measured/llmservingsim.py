@@ -27,10 +27,11 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import pandas as pd
 
+from simkv.config.limits import MAX_TOKENS
 from simkv.errors import InputError
 from simkv.measured.jsondoc import JsonDoc, read_json
 from simkv.measured.runs import EngineSettings, MeasuredRun, RequestColumns, request_frame
-from simkv.workload.tables import Table, read_table
+from simkv.tables import Table, read_table
 
 REQUESTS, META, TIMESERIES = "requests.jsonl", "meta.json", "timeseries.csv"
 _RC = "resolved_config"
@@ -130,7 +131,8 @@ def _columns(table: Table) -> RequestColumns:
              "e2el_s": "last_token_ts", "first_scheduled_s": "scheduled_ts"}  # fmt: skip
     return RequestColumns(
         table.path, table.lines, names, queued,
-        table.ints("input_toks", minimum=0), table.ints("output_toks", minimum=0),
+        table.ints("input_toks", minimum=0, maximum=MAX_TOKENS),
+        table.ints("output_toks", minimum=0, maximum=MAX_TOKENS),
         clock("first_token_ts") - queued, clock("last_token_ts") - queued, clock("scheduled_ts"),
     )  # fmt: skip
 
@@ -166,9 +168,9 @@ def prompt_token_ids(requests: Table, stream_path: Path) -> list[np.ndarray]:
     stream = read_table(stream_path)
     stream.column("input_tok_ids")
     rows = _stream_rows(requests)
-    lengths = {"input_toks": requests.ints("input_toks", 0),
-               "output_toks": requests.ints("output_toks", 0)}  # fmt: skip
-    streamed = {name: stream.ints(name, 0) for name in lengths}
+    lengths = {name: requests.ints(name, 0, maximum=MAX_TOKENS)
+               for name in ("input_toks", "output_toks")}  # fmt: skip
+    streamed = {name: stream.ints(name, 0, maximum=MAX_TOKENS) for name in lengths}
     out = []
     for row, i in enumerate(rows.tolist()):
         if i >= len(stream.frame):
@@ -194,8 +196,8 @@ def read_timeseries(path: Path) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "t_s": table.numbers("t", minimum=-np.inf, integer=False),
-            "running": table.ints("running", minimum=0),
-            "waiting": table.ints("waiting", minimum=0),
+            "running": table.ints("running", minimum=0, maximum=MAX_TOKENS),
+            "waiting": table.ints("waiting", minimum=0, maximum=MAX_TOKENS),
             "kv_usage": np.full(len(kv), np.nan) if not kv.any() else kv,
             "prompt_throughput": table.numbers("prompt_throughput", minimum=0, integer=False),
             "gen_throughput": table.numbers("gen_throughput", minimum=0, integer=False),

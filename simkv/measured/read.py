@@ -22,7 +22,7 @@ from simkv.errors import InputError
 from simkv.measured import llmservingsim, vllm_bench
 from simkv.measured.generic import read_generic
 from simkv.measured.runs import EngineSettings, MeasuredRun
-from simkv.workload.tables import read_text
+from simkv.text import read_text
 
 
 def _run_folder(path: Path) -> Path | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simkv.config.sim import SLOConfig
+from simkv.config.sections import SLOConfig
 from simkv.metrics.recorder import RunFrames
 from simkv.metrics.summary import DEFAULT_PERCENTILES, summarize
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simkv.config.sim import GIB, SLOConfig
+from simkv.config.sections import GIB, SLOConfig
 from simkv.metrics.recorder import RunFrames
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (90.0, 99.0)  # always present: reports read p90/p99

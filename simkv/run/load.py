@@ -73,7 +73,7 @@ def apply_measured_engine(doc: YamlDoc) -> dict[str, object]:
     fill = _unset(doc.data, engine_overrides(settings))
     for key, value in fill.items():
         keys = key.split(".")
-        parent_of(doc.data, keys)[keys[-1]] = value
+        parent_of(doc.data, keys, SimConfig)[keys[-1]] = value
     return fill
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from simkv.config.base import KeyPath, YamlDoc, error_from_validation, load_yaml
-from simkv.config.overrides import apply_overrides
+from simkv.config.sim import apply_overrides
 from simkv.errors import InputError
 
 if TYPE_CHECKING:

@@ -38,8 +38,10 @@ from simkv.config.workload import (
     ZipfLength,
 )
 from simkv.errors import InputError
+from simkv.measured import read_measured_run
 from simkv.workload import arrivals, generators, lengths
 from simkv.workload.generators import LengthSampler
+from simkv.workload.replay import measured_workload
 from simkv.workload.request import Workload
 from simkv.workload.traces import ArrivalSampler, ColumnMap, read_trace
 
@@ -208,10 +210,6 @@ def _trace(cfg: TraceWorkload, rng: np.random.Generator, base_dir: Path) -> Work
 
 
 def _measured(cfg: MeasuredWorkload, base_dir: Path) -> Workload:
-    # imported here: simkv.measured reads its files through simkv.workload.tables, and this
-    # package's __init__ imports this module
-    from simkv.measured import measured_workload, read_measured_run
-
     run = read_measured_run(_resolve(cfg.path, base_dir))
     return measured_workload(run, limit=cfg.limit, content=cfg.content)
 

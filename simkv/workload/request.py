@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from simkv.workload.columns import COLUMNS, SAMPLING_COLUMNS, SESSION_COLUMNS, check_columns
 from simkv.workload.content import PromptContent
 
 _ITER_CHUNK = 65_536
@@ -47,10 +48,11 @@ def _frozen_view(values: np.ndarray) -> np.ndarray:
 class Workload:
     """Requests in arrival order, as columns; request ``i`` has ``req_id == i``.
 
-    Invariants (checked on construction, :class:`ValueError` otherwise): all columns are 1-D of
-    equal length; ``arrival_s`` is float64, finite, ≥ 0 and non-decreasing (the first arrival may
-    be > 0); ``prompt_tokens`` and ``output_tokens`` are int64 ≥ 1; ``priority`` is int64 (lower =
-    more important). Columns are stored as read-only views.
+    Invariants (checked on construction, :func:`~simkv.workload.columns.check_columns`;
+    :class:`ValueError` otherwise): all columns are 1-D of equal length; ``arrival_s`` is
+    float64, finite, ≥ 0 and non-decreasing (the first arrival may be > 0); ``prompt_tokens`` and
+    ``output_tokens`` are int64 ≥ 1; ``priority`` is int64 (lower = more important). Columns are
+    stored as read-only views.
 
     Optional columns (None = absent):
 
@@ -84,9 +86,9 @@ class Workload:
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s) if np.ndim(self.arrival_s) == 1 else -1
-        for name, dtype in {**_COLUMNS, **_SESSION_COLUMNS, **_SAMPLING_COLUMNS}.items():
+        for name, dtype in {**COLUMNS, **SESSION_COLUMNS, **SAMPLING_COLUMNS}.items():
             values = getattr(self, name)
-            if values is None and name not in _COLUMNS:
+            if values is None and name not in COLUMNS:
                 continue
             if not isinstance(values, np.ndarray) or values.ndim != 1:
                 raise ValueError(f"{name} must be a 1-D numpy array")
@@ -95,10 +97,7 @@ class Workload:
             if len(values) != n:
                 raise ValueError(f"{name} has {len(values)} values, arrival_s has {n}")
             object.__setattr__(self, name, _frozen_view(values))
-        _check_values(self)
-        _check_content(self)
-        _check_sessions(self)
-        _check_sampling(self)
+        check_columns(self)
 
     @classmethod
     def from_arrays(
@@ -126,7 +125,7 @@ class Workload:
             source,
             content,
             **{
-                name: None if values is None else np.asarray(values, _SESSION_COLUMNS[name])
+                name: None if values is None else np.asarray(values, SESSION_COLUMNS[name])
                 for name, values in sessions.items()
             },
         )
@@ -161,7 +160,7 @@ class Workload:
     def __iter__(self) -> Iterator[Request]:
         for start in range(0, len(self), _ITER_CHUNK):
             stop = min(start + _ITER_CHUNK, len(self))
-            columns = (getattr(self, name)[start:stop].tolist() for name in _COLUMNS)
+            columns = (getattr(self, name)[start:stop].tolist() for name in COLUMNS)
             for offset, row in enumerate(zip(*columns, strict=True)):
                 yield Request(start + offset, *row)
 
@@ -173,11 +172,11 @@ class Workload:
         ``output_id``.
         """
         data = {"req_id": np.arange(len(self), dtype=np.int64)}
-        data.update({name: np.array(getattr(self, name)) for name in _COLUMNS})
+        data.update({name: np.array(getattr(self, name)) for name in COLUMNS})
         if self.session_id is not None:
-            data.update({name: np.array(getattr(self, name)) for name in _SESSION_COLUMNS})
+            data.update({name: np.array(getattr(self, name)) for name in SESSION_COLUMNS})
         if self.n_seqs is not None:
-            data.update({name: np.array(getattr(self, name)) for name in _SAMPLING_COLUMNS})
+            data.update({name: np.array(getattr(self, name)) for name in SAMPLING_COLUMNS})
         frame = pd.DataFrame(data)
         if self.content is not None:
             frame["segments"] = [self.content.segments(i) for i in range(len(self))]
@@ -232,7 +231,7 @@ class Workload:
         hi = max(lo, hi)
         sessions = {
             name: None if getattr(self, name) is None else getattr(self, name)[lo:hi]
-            for name in (*_SESSION_COLUMNS, *_SAMPLING_COLUMNS)
+            for name in (*SESSION_COLUMNS, *SAMPLING_COLUMNS)
         }
         return Workload(
             self.arrival_s[lo:hi] - shift_s,
@@ -245,24 +244,6 @@ class Workload:
         )
 
 
-_COLUMNS: dict[str, np.dtype] = {
-    "arrival_s": np.dtype(np.float64),
-    "prompt_tokens": np.dtype(np.int64),
-    "output_tokens": np.dtype(np.int64),
-    "priority": np.dtype(np.int64),
-}
-_SESSION_COLUMNS: dict[str, np.dtype] = {
-    "session_id": np.dtype(np.int64),
-    "turn": np.dtype(np.int64),
-    "think_s": np.dtype(np.float64),
-}
-_SAMPLING_COLUMNS: dict[str, np.dtype] = {
-    "n_seqs": np.dtype(np.int64),
-    "fork_after": np.dtype(np.int64),
-    "beam": np.dtype(np.bool_),
-}
-
-
 def _content_rows(content: PromptContent, lo: int, hi: int) -> PromptContent:
     """Requests ``lo ≤ i < hi`` of ``content``, with their segment and output ids unchanged."""
     first, last = int(content.offsets[lo]), int(content.offsets[hi])
@@ -272,102 +253,3 @@ def _content_rows(content: PromptContent, lo: int, hi: int) -> PromptContent:
         content.offsets[lo : hi + 1] - first,
         content.output_ids[lo:hi],
     )
-
-
-def _check_values(w: Workload) -> None:
-    """Raise ValueError naming the first request that breaks a value invariant."""
-    checks = (
-        ("arrival_s", ~np.isfinite(w.arrival_s) | (w.arrival_s < 0), "finite and ≥ 0"),
-        ("prompt_tokens", w.prompt_tokens < 1, "≥ 1"),
-        ("output_tokens", w.output_tokens < 1, "≥ 1"),
-    )
-    if w.think_s is not None:
-        checks += (("think_s", ~np.isfinite(w.think_s) | (w.think_s < 0), "finite and ≥ 0"),)
-    for name, bad, rule in checks:
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(f"{name}[{i}] = {getattr(w, name)[i]} must be {rule}")
-    if len(w) > 1:
-        back = np.diff(w.arrival_s) < 0
-        if back.any():
-            i = int(np.argmax(back)) + 1
-            raise ValueError(f"arrival_s must be non-decreasing: [{i}] < [{i - 1}]")
-
-
-def _check_content(w: Workload) -> None:
-    """Raise ValueError unless ``content`` covers every request with its exact prompt length."""
-    c = w.content
-    if c is None:
-        return
-    if not isinstance(c, PromptContent) or len(c) != len(w):
-        raise ValueError(f"content must be a PromptContent of {len(w)} requests")
-    empty = np.diff(c.offsets) == 0
-    if empty.any():
-        raise ValueError(f"content of request {int(np.argmax(empty))} has no segments")
-    if (len(c.seg_ids) and int(c.seg_ids.min()) < 0) or (len(c) and int(c.output_ids.min()) < 0):
-        raise ValueError("content ids must be ≥ 0 (negative ids are reserved for simkv)")
-    sums = c.prompt_tokens()
-    bad = sums != w.prompt_tokens
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(
-            f"content of request {i}: segments sum to {sums[i]} tokens, "
-            f"prompt_tokens[{i}] = {w.prompt_tokens[i]}"
-        )
-
-
-def _all_or_none(w: Workload, names: tuple[str, ...]) -> bool:
-    """Whether the optional columns ``names`` are present; ValueError if only some are."""
-    present = [getattr(w, name) is not None for name in names]
-    if any(present) and not all(present):
-        listed = f"{', '.join(names[:-1])} and {names[-1]}"
-        count = {2: "two", 3: "three", 4: "four"}.get(len(names), str(len(names)))
-        raise ValueError(f"{listed} go together: give all {count} or none")
-    return all(present)
-
-
-def _check_sessions(w: Workload) -> None:
-    """Raise ValueError unless session columns are all present or all absent, and consistent."""
-    if not _all_or_none(w, tuple(_SESSION_COLUMNS)):
-        return
-    assert w.session_id is not None and w.turn is not None
-    order = np.argsort(w.session_id, kind="stable")
-    ranks = np.arange(len(w))
-    sorted_ids = w.session_id[order]
-    starts = np.ones(len(w), dtype=bool)
-    starts[1:] = sorted_ids[1:] != sorted_ids[:-1]
-    group_start = np.maximum.accumulate(np.where(starts, ranks, 0))
-    expected = np.empty(len(w), np.int64)
-    expected[order] = ranks - group_start
-    bad = w.turn != expected
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(
-            f"turn[{i}] = {w.turn[i]}, expected {expected[i]}: the turns of session "
-            f"{w.session_id[i]} must be 0, 1, 2, ... in array order"
-        )
-    first = np.empty(len(w), np.int64)
-    first[order] = order[group_start]
-    late = w.arrival_s != w.arrival_s[first]
-    if late.any():
-        i = int(np.argmax(late))
-        raise ValueError(
-            f"arrival_s[{i}] = {w.arrival_s[i]} must equal its session's turn-0 "
-            f"arrival_s[{first[i]}] = {w.arrival_s[first[i]]}"
-        )
-
-
-def _check_sampling(w: Workload) -> None:
-    """Raise ValueError unless the sampling columns are all present or all absent, and valid."""
-    if not _all_or_none(w, tuple(_SAMPLING_COLUMNS)):
-        return
-    assert w.n_seqs is not None and w.fork_after is not None and w.beam is not None
-    checks = (
-        ("n_seqs", w.n_seqs < 1, "≥ 1"),
-        ("fork_after", w.fork_after < 0, "≥ 0"),
-        ("fork_after", w.beam & (w.fork_after != 0), "0 for beam search"),
-    )
-    for name, bad, rule in checks:
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(f"{name}[{i}] = {getattr(w, name)[i]} must be {rule}")

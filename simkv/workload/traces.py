@@ -24,11 +24,11 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from simkv.config.limits import MAX_ARRIVAL_S, MAX_PRIORITY, MIN_PRIORITY
+from simkv.config.limits import MAX_ARRIVAL_S, MAX_PRIORITY, MAX_TOKENS, MIN_PRIORITY
 from simkv.errors import InputError
+from simkv.tables import Table, read_table
 from simkv.workload.content import PromptContent
 from simkv.workload.request import Workload
-from simkv.workload.tables import Table, read_table
 
 TraceFormat = Literal["auto", "azure", "mooncake", "lengths", "generic"]
 #: ``n -> arrival_s`` (n non-decreasing times) for traces read without timestamps.
@@ -103,7 +103,8 @@ def _azure_seconds(table: Table) -> np.ndarray:
 
 
 def _azure(table: Table, columns: ColumnMap | None) -> _Rows:
-    return _Rows(_azure_seconds(table), table.ints("ContextTokens"), table.ints("GeneratedTokens"))
+    prompt = table.ints("ContextTokens", maximum=MAX_TOKENS)
+    return _Rows(_azure_seconds(table), prompt, table.ints("GeneratedTokens", maximum=MAX_TOKENS))
 
 
 def _hash_id_lists(table: Table) -> list[np.ndarray]:
@@ -151,7 +152,8 @@ def _seconds(table: Table, name: str, per_s: float = 1.0) -> np.ndarray:
 
 def _mooncake(table: Table, columns: ColumnMap | None) -> _Rows:
     arrival_s = _seconds(table, "timestamp", per_s=1000.0)
-    prompt, output = table.ints("input_length"), table.ints("output_length")
+    prompt = table.ints("input_length", maximum=MAX_TOKENS)
+    output = table.ints("output_length", maximum=MAX_TOKENS)
     hash_ids = None
     if table.has("hash_ids"):
         hash_ids = _hash_id_lists(table)
@@ -160,7 +162,8 @@ def _mooncake(table: Table, columns: ColumnMap | None) -> _Rows:
 
 
 def _lengths(table: Table, columns: ColumnMap | None) -> _Rows:
-    return _Rows(None, table.ints("num_prefill_tokens"), table.ints("num_decode_tokens"))
+    prompt = table.ints("num_prefill_tokens", maximum=MAX_TOKENS)
+    return _Rows(None, prompt, table.ints("num_decode_tokens", maximum=MAX_TOKENS))
 
 
 def _default_map(table: Table) -> ColumnMap:
@@ -185,7 +188,8 @@ def _generic(table: Table, columns: ColumnMap | None) -> _Rows:
     priority = None
     if cols.priority is not None:
         priority = table.ints(cols.priority, minimum=MIN_PRIORITY, maximum=MAX_PRIORITY)
-    prompt, output = table.ints(cols.prompt_tokens), table.ints(cols.output_tokens)
+    prompt = table.ints(cols.prompt_tokens, maximum=MAX_TOKENS)
+    output = table.ints(cols.output_tokens, maximum=MAX_TOKENS)
     return _Rows(arrival_s, prompt, output, priority)
 
 
@@ -300,7 +304,7 @@ def read_trace(
 
 def read_column(path: Path, column: str) -> np.ndarray:
     """One column of a CSV/JSONL file as int64 values ≥ 1, in file order."""
-    return read_table(Path(path)).ints(column)
+    return read_table(Path(path)).ints(column, maximum=MAX_TOKENS)
 
 
 def read_lengths(path: Path, *, column: str | None = None) -> LengthsTable:
@@ -314,9 +318,10 @@ def read_lengths(path: Path, *, column: str | None = None) -> LengthsTable:
     pairs = (AZURE[1:], MOONCAKE[1:], SHAREGPT, GENERIC)
     pair = next((p for p in pairs if column is None and table.has(*p)), None)
     if pair is not None:
-        prompt, output = table.ints(pair[0]), table.ints(pair[1], minimum=0)
+        prompt = table.ints(pair[0], maximum=MAX_TOKENS)
+        output = table.ints(pair[1], minimum=0, maximum=MAX_TOKENS)
     else:
-        prompt = table.ints(column or "length")
+        prompt = table.ints(column or "length", maximum=MAX_TOKENS)
         output = np.zeros(len(prompt), np.int64)
     return LengthsTable(prompt, output, f"lengths of {table.path.name}")
 

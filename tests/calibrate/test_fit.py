@@ -17,7 +17,8 @@ from simkv.calibrate.steps import (
 )
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.hardware import load_gpu_preset, load_model_preset
-from simkv.engine.cost_model import RooflineCostModel, StepWork, chunk_attention_pairs
+from simkv.engine.cost_model import RooflineCostModel
+from simkv.engine.step_work import StepWork, chunk_attention_pairs
 from simkv.errors import InputError
 
 MEASURED = Path(__file__).parents[2] / "traces" / "measured"

@@ -1,13 +1,11 @@
-"""The bundled vLLM runs, and a builder of small run folders for the bad-input cases."""
+"""Where the bundled vLLM runs are (their fixtures, ``rtx4090`` …, are in tests/conftest.py: the
+workload and metrics tests use them too), and a builder of small run folders for the bad-input
+cases."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import pytest
-
-from simkv.measured import MeasuredRun, read_measured_run
 
 MEASURED = Path(__file__).resolve().parents[2] / "traces" / "measured"
 LLMSERVINGSIM = MEASURED / "llmservingsim-vllm0.19"
@@ -15,21 +13,6 @@ RTX4090 = LLMSERVINGSIM / "RTX4090_Llama-3.1-8B"
 RTXPRO6000 = LLMSERVINGSIM / "RTXPRO6000_Llama-3.1-8B"
 QWEN3_32B = LLMSERVINGSIM / "RTXPRO6000_Qwen3-32B"
 STREAM = LLMSERVINGSIM / "sharegpt-llama-3.1-8b-300-sps10.jsonl"
-
-
-@pytest.fixture(scope="session")
-def rtx4090() -> MeasuredRun:
-    return read_measured_run(RTX4090)
-
-
-@pytest.fixture(scope="session")
-def rtxpro6000() -> MeasuredRun:
-    return read_measured_run(RTXPRO6000)
-
-
-@pytest.fixture(scope="session")
-def qwen3_32b() -> MeasuredRun:
-    return read_measured_run(QWEN3_32B)
 
 
 def request(i: int, queued: float, prompt: int = 4, output: int = 3, **times: float) -> dict:

@@ -7,7 +7,7 @@ import pytest
 
 from simkv.errors import InputError
 from simkv.measured import read_measured_run, write_generic_csv
-from simkv.measured.metrics import measured_metrics
+from simkv.metrics.measured import measured_metrics
 
 HEADER = "arrival_s,prompt_tokens,output_tokens,ttft_s,e2el_s\n"
 

@@ -10,7 +10,7 @@ import pytest
 from simkv.errors import InputError
 from simkv.measured import EngineSettings, read_engine_settings
 from simkv.measured import read_measured_run as read
-from simkv.measured.metrics import measured_metrics
+from simkv.metrics.measured import measured_metrics
 
 
 def bench_result(**changes) -> dict:

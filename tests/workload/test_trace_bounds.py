@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from simkv.config.cost import read_step_table
 from simkv.errors import InputError
+from simkv.measured.step_table import read_step_table
 from simkv.workload.traces import read_lengths
 
 
@@ -44,7 +44,7 @@ def test_bad_length_traces_are_located(
 
 
 def test_azure_timestamps_with_two_utc_offsets_are_read(tmp_path: Path) -> None:
-    from simkv.workload.tables import read_table
+    from simkv.tables import read_table
     from simkv.workload.traces import _azure_seconds
 
     path = tmp_path / "azure.csv"

@@ -1,7 +1,11 @@
-"""The tabular layer of the trace readers: CSV or JSONL rows with their file lines.
+"""User files as tables, every problem located: the one table reader of traces, measured runs
+and profiles (:mod:`simkv.workload.traces`, :mod:`simkv.measured`).
 
-Every bad value is reported as :class:`simkv.errors.InputError` with ``file:line column`` (line =
-1-based physical line of the file; a CSV header is line 1).
+:func:`read_table` gives CSV or JSONL rows with their file lines (the text read by
+:func:`simkv.text.read_text`). Every bad value is reported as :class:`simkv.errors.InputError`
+with ``file:line column`` (line = 1-based physical line of the file; a CSV header is line 1).
+A ground module: it imports only :mod:`simkv.errors` and :mod:`simkv.text`, so every layer may
+read files through it.
 """
 
 from __future__ import annotations
@@ -16,12 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simkv.config.limits import MAX_TOKENS
-from simkv.config.safe_yaml import decode_utf8
 from simkv.errors import InputError
-
-MAX_VALUE = float(MAX_TOKENS)
-"""Largest token count a trace may give."""
+from simkv.text import read_text
 
 
 def _bound(limit: float) -> str:
@@ -107,19 +107,11 @@ class Table:
             raise self.fail(row, name, problem)
         return values
 
-    def ints(self, name: str, minimum: int = 1, maximum: float = MAX_VALUE) -> np.ndarray:
-        """Column ``name`` as int64 in [minimum, maximum] (token counts by default)."""
+    def ints(self, name: str, minimum: int = 1, *, maximum: float) -> np.ndarray:
+        """Column ``name`` as int64 in [minimum, maximum] (a token count's ``maximum`` is
+        :data:`simkv.config.limits.MAX_TOKENS`)."""
         values = self.numbers(name, minimum=minimum, integer=True, maximum=maximum)
         return values.astype(np.int64)
-
-
-def read_text(path: Path) -> str:
-    """A file's UTF-8 text (a byte-order mark dropped); :class:`InputError` when unreadable."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
-    return decode_utf8(raw, str(path)).removeprefix("\ufeff")
 
 
 def _first_data_line(text: str) -> int:

@@ -10,8 +10,8 @@ from pydantic import TypeAdapter
 
 from simkv.config.workload import WorkloadConfig
 from simkv.errors import InputError
-from simkv.measured import measured_workload
 from simkv.workload.build import build_workload
+from simkv.workload.replay import measured_workload
 from tests.measured.conftest import MEASURED, RTX4090
 
 

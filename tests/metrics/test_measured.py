@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from simkv.measured import MeasuredRun
-from simkv.measured.metrics import measured_metrics
+from simkv.metrics.measured import measured_metrics
 from tests.measured.conftest import QWEN3_32B, RTX4090, RTXPRO6000
 
 ROWS = {"TTFT": "ttft", "TPOT": "tpot", "Latency": "e2el"}

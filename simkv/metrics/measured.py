@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simkv.measured.runs import MeasuredRun
+from simkv.measured import MeasuredRun
 from simkv.metrics.validation import validation_metrics
 
 
