@@ -13,16 +13,13 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from simkv.config.base import KeyPath, YamlDoc, error_from_validation, load_yaml
 from simkv.config.sim import apply_overrides
 from simkv.errors import InputError
-
-if TYPE_CHECKING:
-    from simkv.sweep.spec import SweepSpec
 
 VARIANT_AXIS = "variant"
 
@@ -67,21 +64,25 @@ class Base:
     lines: dict[KeyPath, int]
 
 
-def load_base(spec: SweepSpec, doc: YamlDoc) -> tuple[Base, Path]:
-    """Base + overrides, and the directory that the runs' relative paths resolve against."""
+def load_base(
+    base: str | dict[str, Any], overrides: list[str], doc: YamlDoc
+) -> tuple[Base, Path]:
+    """The sweep's ``base`` (a run config file relative to the sweep file ``doc``, or a mapping
+    inline) with its ``overrides``, and the directory the runs' relative paths resolve
+    against."""
     sweep_dir = Path(doc.file).parent
     lines: dict[KeyPath, int] = {}
-    if isinstance(spec.base, dict):
-        data, base_doc, base_dir = copy.deepcopy(spec.base), None, sweep_dir
+    if isinstance(base, dict):
+        data, base_doc, base_dir = copy.deepcopy(base), None, sweep_dir
         for path, line in doc.lines.items():
             if len(path) > 1 and path[0] == "base":
                 lines[path[1:]] = line
     else:
-        base_doc = load_yaml(sweep_dir / spec.base)
+        base_doc = load_yaml(sweep_dir / base)
         if not isinstance(base_doc.data, dict):
             raise InputError("a run config must be a mapping", file=base_doc.file, line=1)
         data, base_dir = base_doc.data, Path(base_doc.file).parent
-    for i, item in enumerate(spec.overrides):
+    for i, item in enumerate(overrides):
         line = doc.line_of(("overrides", i))
         try:
             apply_overrides(YamlDoc(data, {}, doc.file), [item])
@@ -91,9 +92,10 @@ def load_base(spec: SweepSpec, doc: YamlDoc) -> tuple[Base, Path]:
     return Base(data, base_doc, lines), base_dir
 
 
-def apply_point(data: dict[str, Any], spec: SweepSpec, point: Point, doc: YamlDoc,
-                 lines: dict[KeyPath, int]) -> None:  # fmt: skip
-    """Apply the point to ``data``; note each config path it sets with its sweep-file line."""
+def apply_point(data: dict[str, Any], variants: dict[str, dict[str, Any]], point: Point,
+                doc: YamlDoc, lines: dict[KeyPath, int]) -> None:  # fmt: skip
+    """Apply the point to ``data`` (a variant axis's value names one of the sweep's
+    ``variants``); note each config path it sets with its sweep-file line."""
     for axis, value in point.values.items():
         origin = point.origins[axis]
         if axis != VARIANT_AXIS:
@@ -101,7 +103,7 @@ def apply_point(data: dict[str, Any], spec: SweepSpec, point: Point, doc: YamlDo
             _set_path(data, path, value)
             _note(lines, path, doc.line_of(origin))
             continue
-        variant = spec.variants[value]
+        variant = variants[value]
         for path in leaves(variant):
             node: Any = variant
             for key in path:

@@ -169,7 +169,7 @@ def _plan_run(
     spec: SweepSpec, doc: YamlDoc, base: Base, point: Point, files: tuple[Path, dict[str, str]]
 ) -> PlannedRun:
     data, lines = copy.deepcopy(base.data), dict(base.lines)
-    apply_point(data, spec, point, doc, lines)
+    apply_point(data, spec.variants, point, doc, lines)
     try:
         config = SimConfig.model_validate(data)
     except ValidationError as err:
@@ -189,7 +189,7 @@ def load_sweep(path: str | Path) -> SweepPlan:
     _check_keys(spec, doc)
     _check_zip(spec, doc)
     _check_values(spec, doc)
-    base, base_dir = load_base(spec, doc)
+    base, base_dir = load_base(spec.base, spec.overrides, doc)
     runs: dict[str, PlannedRun] = {}
     files: tuple[Path, dict[str, str]] = (base_dir, {})
     for point in expand(spec):
