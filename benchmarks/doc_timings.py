@@ -67,6 +67,8 @@ def time_case(case: str, out: Path) -> Timing:
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if done.returncode != 0:  # the table says so; show why without rerunning
+        sys.stderr.write((done.stdout + done.stderr).decode(errors="replace")[-3000:])
     shown = CASES[case].replace(f" --out {OUT}", "")
     return Timing(case, shown, wall, cpu, load_before, os.getloadavg()[0], done.returncode)
 
