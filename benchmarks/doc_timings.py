@@ -37,11 +37,13 @@ CASES: dict[str, str] = {
     f"--executor process --jobs 2 --out {OUT}",
     "capacity": f"{BIN}/simkv capacity configs/quickstart.yaml --set workload.limit=1500 "
     f"--rate-max 16 --out {OUT}",
+    "pytest": f"{BIN}/pytest -n 2 -q -p no:cacheprovider",
     "make-test": "make test",
     "make-readme": "make readme",
 }
 DEFAULT = ("quickstart", "rate-sweep", "block-size-sweep", "capacity")
-"""The cases run without ``--cases``; ``make test`` and ``make readme`` take many minutes."""
+"""The cases run without ``--cases``; the test runs (``pytest``: ``make test``'s pytest step,
+without its ruff step) and ``make readme`` take many minutes."""
 
 
 @dataclass(frozen=True)
