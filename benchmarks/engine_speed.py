@@ -10,7 +10,9 @@ runs in its own process so its peak RSS is its own. Usage::
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -59,7 +61,10 @@ def main() -> None:
     if args.one:
         print(json.dumps(_one(args.one)))
         return
-    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+          f"{os.cpu_count()} logical CPUs, load average {load} at start, {when}")  # fmt: skip
     print(f"{'case':<16}{'requests':>10}{'steps':>10}{'wall s':>9}{'req/wall s':>12}{'RSS MiB':>9}")
     for case in args.cases.split(","):
         done = subprocess.run(

@@ -12,7 +12,9 @@ load. Each case runs in its own process (no warm caches shared). Usage::
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import subprocess
 import sys
 import time
@@ -84,6 +86,9 @@ def main() -> None:
     verdict = "within" if worst <= args.replicas else "OVER"
     bound = f"{verdict} the {args.replicas}× bound"
     print(f"\nslowest fleet: {worst:.2f}× the single replica ({bound})")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"load average {load} at the end, {os.cpu_count()} logical CPUs, {when}")
 
 
 if __name__ == "__main__":

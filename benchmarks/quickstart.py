@@ -13,6 +13,7 @@ run is one Python thread). The target is 3.5 s. Usage::
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import resource
 import statistics
@@ -51,9 +52,10 @@ def main() -> None:
             cpus.append(cpu)
             print(f"run {i + 1}: wall {wall:.2f} s, CPU {cpu:.2f} s")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"wall: min {min(walls):.2f} s, median {statistics.median(walls):.2f} s")
     print(f"CPU:  min {min(cpus):.2f} s, median {statistics.median(cpus):.2f} s "
-          f"(target {TARGET_S} s; load average {load})")  # fmt: skip
+          f"(target {TARGET_S} s; load average {load}, {when})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""`simkv.simulate` for notebooks, and the README's example of it runs as written."""
+"""`simkv.simulate` for notebooks, and the README's example of it runs as written (so does the
+KV core's example in docs/prefix-and-forks.md)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from simkv.run import load_config
 from tests.conftest import ROOT
 
 
-def readme_block(heading: str) -> str:
-    """The first ```python block after ``heading`` in README.md."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def readme_block(heading: str, doc: str = "README.md") -> str:
+    """The first ```python block after ``heading`` in ``doc`` (README.md by default)."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
     start = text.index(heading)
     match = re.search(r"```python\n(.*?)```", text[start:], re.S)
     if match is None:
@@ -31,6 +32,15 @@ def test_the_readme_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert run.summary["num_requests"] == 2_000
     assert len(run.requests) == 2_000 and len(run.steps) == run.summary["num_steps"]
     assert run.config.kv_cache.block_size == 32
+
+
+def test_the_kv_core_example_of_the_guide_runs() -> None:
+    scope: dict[str, object] = {}
+    doc = "docs/prefix-and-forks.md"
+    exec(compile(readme_block("## The KV core's Python API", doc), doc, "exec"), scope)
+    seq, child, alloc = scope["seq"], scope["child"], scope["alloc"]
+    assert isinstance(alloc, simkv.BlockAllocator) and alloc.free_blocks == 6
+    assert isinstance(seq, simkv.SequenceTable) and isinstance(child, simkv.SequenceTable)
 
 
 def test_overrides_and_config_objects_agree() -> None:

@@ -53,6 +53,22 @@ def test_fidelity_writes_docs_only_when_asked_and_keeps_sim_vs_real(
         assert text == before
 
 
+@pytest.mark.parametrize("write", [False, True])
+def test_doc_timings_write_docs_only_when_asked_and_record_the_load(
+    write: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    timings = load_benchmark("doc_timings")
+    (tmp_path / "docs").mkdir()
+    monkeypatch.setattr(timings, "ROOT", tmp_path)
+    monkeypatch.setitem(timings.CASES, "quickstart", "true --out {out}")
+    argv = ["doc_timings.py", "--cases", "quickstart", *(["--write-docs"] if write else [])]
+    monkeypatch.setattr(sys, "argv", argv)
+    timings.main()
+    out = capsys.readouterr().out
+    assert "| `true` |" in out and "load (1 min)" in out and " UTC" in out
+    assert (tmp_path / "docs" / "timings.md").exists() is write
+
+
 def test_demo_installs_no_extras_and_test_installs_test_and_ray_extras(tmp_path: Path) -> None:
     def commands(target: str) -> str:
         venv = tmp_path / f"venv-{target}"  # a fresh venv: make plans the whole install

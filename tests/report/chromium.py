@@ -211,22 +211,42 @@ def page_problems(events: list[dict[str, Any]]) -> list[str]:
     return found
 
 
+DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "report-screenshot.png"
+"""The README's screenshot: written only when asked (``--write-docs``), as it is tracked."""
+
+
 def main(argv: list[str]) -> None:
-    """``python -m tests.report.chromium PAGE PNG [HEIGHT]``: the top ``HEIGHT`` CSS px (default
-    1700) of PAGE at the :data:`WINDOW` width, scaled to 3/4 (the README's screenshot)."""
+    """``python -m tests.report.chromium PAGE [PNG] [--height H] [--write-docs]``: the top ``H``
+    CSS px (default 1700) of PAGE at the :data:`WINDOW` width, scaled to 3/4 (the README's
+    screenshot). PNG defaults to ``report-screenshot.png`` beside PAGE (a run folder, ignored by
+    git); ``--write-docs`` writes :data:`DOCS_SCREENSHOT`, the tracked copy, instead."""
+    import argparse
     import io
     import tempfile
 
     from PIL import Image
 
-    page, png = Path(argv[0]).resolve(), Path(argv[1])
-    height = int(argv[2]) if len(argv) > 2 else 1700
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.report.chromium", description="Screenshot the top of a report page."
+    )
+    parser.add_argument("page", type=Path)
+    parser.add_argument("png", type=Path, nargs="?",
+                        help="output PNG (default: report-screenshot.png beside PAGE)")  # fmt: skip
+    parser.add_argument("--height", type=int, default=1700, help="CSS px kept from the top")
+    parser.add_argument("--write-docs", action="store_true",
+                        help=f"write the tracked {DOCS_SCREENSHOT.name} under docs/")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.write_docs and args.png is not None:
+        parser.error("give PNG or --write-docs, not both")
+    page = args.page.resolve()
+    png = DOCS_SCREENSHOT if args.write_docs else args.png or page.parent / DOCS_SCREENSHOT.name
     with tempfile.TemporaryDirectory() as profile, chromium_tab(Path(profile), 60.0) as tab:
         tab.open(page)
         image = Image.open(io.BytesIO(tab.screenshot(full_page=True))).convert("RGB")
-    top = image.crop((0, 0, WINDOW[0], min(height, image.height)))
+    top = image.crop((0, 0, WINDOW[0], min(args.height, image.height)))
     size = (top.width * 3 // 4, top.height * 3 // 4)
     top.resize(size, Image.Resampling.LANCZOS).save(png, optimize=True)
+    print(f"wrote {png}")
 
 
 if __name__ == "__main__":
