@@ -1,7 +1,7 @@
 """Request-level calibration: simulate a measured run's replay and score it against the run.
 
 The replay config is the user's (``--config``, a ``kind: measured`` workload) or is built from
-the measurement itself: its engine settings (:func:`simkv.config.sim.apply_measured_engine`)
+the measurement itself: its engine settings (:func:`simkv.run.load.apply_measured_engine`)
 and the model and GPU presets whose aliases match the names the measurement recorded.
 """
 

@@ -15,7 +15,7 @@ class MeasuredWorkload(Frozen):
 
     They arrive at the measured times with the measured prompt and output lengths; with
     ``content`` and prompt token ids in the measurement, prefix sharing between prompts is
-    exact. With ``engine_settings``, :func:`simkv.config.sim.load_config` fills the measured
+    exact. With ``engine_settings``, :func:`simkv.run.load.load_config` fills the measured
     engine's settings (:func:`simkv.measured.engine_overrides`) into the keys the config leaves
     unset, so the resolved config shows them.
     """

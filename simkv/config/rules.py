@@ -1,7 +1,7 @@
 """Rules over several sections of a run config, each a message naming the key it is about.
 
 :class:`~simkv.config.sim.SimConfig` checks them once its sections are valid (and reports the
-first); :func:`simkv.config.sim.load_config` checks them again over every section that is
+first); :func:`simkv.run.load.load_config` checks them again over every section that is
 valid on its own, so a config with a bad field elsewhere still gets every rule's error at once.
 A rule whose sections are not all valid (or absent: ``None``) is skipped.
 """

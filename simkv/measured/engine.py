@@ -15,7 +15,7 @@ simkv key                               measured setting
 ======================================  ===============================================
 
 Settings the measurement did not record are left out. The model, GPU and dtypes have no key
-here: a config names its model and GPU presets itself. :func:`simkv.config.sim.load_config`
+here: a config names its model and GPU presets itself. :func:`simkv.run.load.load_config`
 fills these values into a ``kind: measured`` config where the config leaves them unset.
 """
 

@@ -5,7 +5,7 @@ The format is :class:`simkv.config.cost.TableCostConfig`'s: a header row, the co
 ``num_tokens``, ``step_time_ms`` and optionally ``kv_read_tokens``, no other columns; with
 ``kv_read_tokens`` the rows cover a full grid. Every problem is an
 :class:`~simkv.errors.InputError` with the file, line and field.
-:class:`simkv.engine.cost_model.TableCostModel` interpolates the table.
+:class:`simkv.engine.table_cost.TableCostModel` interpolates the table.
 """
 
 from __future__ import annotations
