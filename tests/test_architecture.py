@@ -139,7 +139,7 @@ def _resolve(dotted: str) -> bool:
 
 
 def test_every_name_in_the_document_exists() -> None:
-    text = DOC.read_text()
+    text = re.sub(r"```.*?```", "", DOC.read_text(), flags=re.S)  # the drawing: names only
     spans = re.findall(r"`([^`]+)`", text)
     paths = [s for s in spans if s.startswith(("simkv/", "tests/", "docs/"))]
     missing = [p for p in paths if not (ROOT / p.split("::")[0].split(" ")[0]).exists()]
@@ -154,3 +154,12 @@ def test_every_name_in_the_document_exists() -> None:
     assert len(dotted) > 10
     unresolved = [d for d in dotted if not _resolve(re.sub(r"^registry\.", "engine.registry.", d))]
     assert not unresolved
+
+
+def test_the_document_draws_the_layers_the_tests_check() -> None:
+    """docs/architecture.md's drawing of the house, top row first, is ``LAYERS`` reversed."""
+    block = re.search(r"```layers\n(.*?)```", DOC.read_text(), re.S)
+    assert block is not None
+    rows = [re.split(r"\s{2,}", line.strip())[0] for line in block.group(1).splitlines()]
+    drawn = [tuple(name.strip() for name in row.split("·")) for row in rows if row]
+    assert drawn == list(reversed(rules.LAYERS))
