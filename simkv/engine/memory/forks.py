@@ -93,6 +93,12 @@ def group_sums(
     return n * num_computed, internal, dup
 
 
+def single_internal(seq: Seq, block_size: int) -> int:
+    """A single-sequence request's never-written slots: its blocks' slots past its final
+    length (its share of ``KVSums.internal_slots``; a group's is :func:`group_sums`'s)."""
+    return unwritten_slots(len(seq.table.block_ids), block_size, seq.final_kv_tokens)
+
+
 def decode_blocks_needed(tables: list[SequenceTable], block_size: int) -> int:
     """Blocks one decode token for every table needs: a new block each when the trailing
     blocks are full, else one copy-on-write copy per extra reference to a shared trailing block

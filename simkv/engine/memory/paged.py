@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from simkv.engine.memory.forks import ForkPart, group_sums
+from simkv.engine.memory.forks import ForkPart, group_sums, single_internal
 from simkv.engine.memory.prefix import PrefixPart
 from simkv.engine.memory.sums import KVSums
 from simkv.engine.memory.swap import SwapPart
@@ -101,9 +101,6 @@ class PagedKV:
         if block != 0:
             raise InvariantViolation(f"the null block is block {block}, not 0")
         self.null_blocks = 1
-
-    def _internal(self, seq: Seq) -> int:
-        return unwritten_slots(len(seq.table.block_ids), self.block_size, seq.final_kv_tokens)
 
     def blocks_to_allocate(self, seq: Seq, num_new: int) -> int:
         """New GPU blocks that scheduling ``num_new`` more tokens of ``seq`` needs."""
@@ -198,7 +195,7 @@ class PagedKV:
         if seq.group is not None and seq.group.tables:
             self.forks.free_group(seq)
             return
-        self.sums.resident(-1, seq.num_computed, self._internal(seq))
+        self.sums.resident(-1, seq.num_computed, single_internal(seq, self.block_size))
         table, keys = seq.table, seq.keys
         if self.cache is not None and keys is not None:
             # the cache notes a private owner's blocks as they are freed; with caching at

@@ -8,12 +8,11 @@ sharing kept (a forked group moves as one swap group, :mod:`simkv.engine.memory.
 
 from __future__ import annotations
 
-from simkv.engine.memory.forks import ForkPart, decode_blocks_needed
+from simkv.engine.memory.forks import ForkPart, decode_blocks_needed, single_internal
 from simkv.engine.memory.sums import KVSums
 from simkv.engine.request.seq import Seq, tables_of
 from simkv.kv.allocator import BlockAllocator, InvariantViolation
 from simkv.kv.swap import AllocStatus, SwapPool
-from simkv.kv.waste import unwritten_slots
 
 
 class SwapPart:
@@ -57,7 +56,7 @@ class SwapPart:
         if seq.group is not None and seq.group.tables:  # one swap group, sharing kept
             self.forks.account(seq, -1)
             return pool.swap_out(seq.group.tables, self.gpu).num_blocks
-        self.sums.resident(-1, seq.num_computed, self._internal(seq))
+        self.sums.resident(-1, seq.num_computed, single_internal(seq, self.block_size))
         return pool.swap_out([seq.table], self.gpu).num_blocks
 
     def can_swap_in(self, seq: Seq, watermark_blocks: int) -> AllocStatus:
@@ -86,7 +85,7 @@ class SwapPart:
             self.forks.account(seq, +1)
             return moved
         moved = pool.swap_in([seq.table], self.gpu).num_blocks
-        self.sums.resident(+1, seq.num_computed, self._internal(seq))
+        self.sums.resident(+1, seq.num_computed, single_internal(seq, self.block_size))
         return moved
 
     def free_swapped(self, seq: Seq) -> None:
@@ -108,6 +107,3 @@ class SwapPart:
     def cpu_blocks_used(self) -> int:
         """CPU blocks holding swapped-out KV (0 without a pool)."""
         return self.pool.used_blocks if self.pool is not None else 0
-
-    def _internal(self, seq: Seq) -> int:
-        return unwritten_slots(len(seq.table.block_ids), self.block_size, seq.final_kv_tokens)
