@@ -27,55 +27,28 @@ from pydantic import (
 from simkv.config.base import Frozen
 from simkv.config.distributions import (
     ArrivalConfig,
-    ConstantArrival,
-    EmpiricalLength,
-    ExponentialThink,
-    FixedLength,
-    FixedThink,
-    GammaArrival,
     LengthConfig,
-    LognormalLength,
-    NormalLength,
-    PoissonArrival,
     PriorityConfig,
     ThinkTimeConfig,
-    UniformLength,
-    UniformThink,
-    ZipfLength,
 )
 from simkv.config.limits import MAX_REQUESTS, RequestCount, Tokens
 from simkv.config.measured import MeasuredWorkload
 from simkv.config.policy import traits_of
 
 __all__ = [
-    "ArrivalConfig",
     "BeamSampling",
-    "ConstantArrival",
-    "EmpiricalLength",
-    "ExponentialThink",
-    "FixedLength",
-    "FixedThink",
-    "GammaArrival",
-    "LengthConfig",
-    "LognormalLength",
     "MeasuredWorkload",
     "MultiTurnWorkload",
-    "NormalLength",
     "ParallelSampling",
-    "PoissonArrival",
-    "PriorityConfig",
     "SamplingConfig",
     "SharedPrefixWorkload",
     "SyntheticWorkload",
-    "ThinkTimeConfig",
     "TraceColumns",
     "TraceWorkload",
-    "UniformLength",
-    "UniformThink",
     "WorkloadConfig",
-    "ZipfLength",
     "check_sampling_scheduler",
 ]
+
 
 def _check_size(
     count: int | None, duration_s: float | None, arrival: ArrivalConfig, count_name: str

@@ -11,10 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simkv.config.limits import MAX_ARRIVAL_S
-from simkv.config.workload import (
+from simkv.config.distributions import (
     ArrivalConfig,
-    BeamSampling,
     ConstantArrival,
     EmpiricalLength,
     ExponentialThink,
@@ -23,19 +21,23 @@ from simkv.config.workload import (
     GammaArrival,
     LengthConfig,
     LognormalLength,
-    MeasuredWorkload,
-    MultiTurnWorkload,
     NormalLength,
     PriorityConfig,
+    ThinkTimeConfig,
+    UniformLength,
+    UniformThink,
+    ZipfLength,
+)
+from simkv.config.limits import MAX_ARRIVAL_S
+from simkv.config.workload import (
+    BeamSampling,
+    MeasuredWorkload,
+    MultiTurnWorkload,
     SamplingConfig,
     SharedPrefixWorkload,
     SyntheticWorkload,
-    ThinkTimeConfig,
     TraceWorkload,
-    UniformLength,
-    UniformThink,
     WorkloadConfig,
-    ZipfLength,
 )
 from simkv.errors import InputError
 from simkv.measured import read_measured_run

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter
 
-from simkv.config.workload import ExponentialThink, FixedThink, UniformThink, WorkloadConfig
+from simkv.config.distributions import ExponentialThink, FixedThink, UniformThink
+from simkv.config.workload import WorkloadConfig
 from simkv.errors import InputError
 from simkv.workload.build import build_workload, sample_think_s
 

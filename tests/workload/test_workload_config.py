@@ -4,10 +4,8 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from simkv.config.base import Frozen, parse_yaml, validate
+from simkv.config.distributions import ExponentialThink, GammaArrival, LognormalLength
 from simkv.config.workload import (
-    ExponentialThink,
-    GammaArrival,
-    LognormalLength,
     MultiTurnWorkload,
     SharedPrefixWorkload,
     SyntheticWorkload,
