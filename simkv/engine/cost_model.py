@@ -1,4 +1,7 @@
-"""Cost models: how long one engine step, one swap and one block copy take on the hardware.
+"""The roofline cost model: how long one engine step, one swap and one block copy take on the
+hardware (what a step computes, and the ``CostModel`` protocol, are :mod:`simkv.engine.step_work`;
+measured step-time tables are priced by :mod:`simkv.engine.table_cost` and
+:mod:`simkv.engine.phase_cost`).
 
 The engine asks once per batched forward pass (never per token), so :meth:`CostModel.step_time_s`
 is a few float operations on coefficients folded at construction. Times are seconds of simulated
@@ -10,27 +13,13 @@ from __future__ import annotations
 
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
-from simkv.engine.step_work import (
-    BlockTransfers,
-    CostModel,
-    StepWork,
-    Work,
-    chunk_attention_pairs,
-    empty_step,
-)
-from simkv.engine.table_cost import TableCostModel, clamped_linear
+from simkv.engine.step_work import BlockTransfers, Work, empty_step
 
-__all__ = [  # (StepWork … clamped_linear: their homes are step_work and table_cost)
-    "CostModel",
+__all__ = [
     "RooflineCostModel",
-    "StepWork",
-    "TableCostModel",
-    "Work",
     "allreduce_call_s",
     "attention_kernel",
     "attention_read_efficiency",
-    "chunk_attention_pairs",
-    "clamped_linear",
 ]
 
 
