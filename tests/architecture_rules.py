@@ -32,6 +32,25 @@ LAYERS: list[tuple[str, ...]] = [  # lowest first; the packages of one layer are
 """``simkv`` itself (``simkv/__init__.py``: the KV core's names, ``simkv.simulate`` on first
 use) is the front door above every layer."""
 
+INSIDE: list[tuple[str, tuple[str, ...]]] = [  # (modules under, may not import anything under)
+    # the request vocabulary sits below the memory, the schedulers and the engine loop
+    (
+        "simkv.engine.request",
+        (
+            "simkv.engine.memory",
+            "simkv.engine.scheduler",
+            "simkv.engine.lazy",
+            "simkv.engine.engine",
+            "simkv.engine.fleet",
+        ),
+    ),
+    ("simkv.engine.step_work", ("simkv.engine.request", "simkv.engine.memory")),
+    # PagedKV owns its parts; they get what they need as arguments, never the memory itself
+    ("simkv.engine.memory.", ("simkv.engine.memory.paged",)),
+]
+"""Rules inside a package: a module under the first name imports nothing under the others
+(the memory itself, ``simkv.engine.memory.paged``, is exempt from its own rule)."""
+
 
 def module_name(path: Path) -> str:
     """``simkv/engine/engine.py`` → ``simkv.engine.engine``; a package's ``__init__.py`` → the
@@ -69,8 +88,8 @@ def allowed(importer: str, imported: str) -> bool:
 
 def imports(path: Path, known: set[str]) -> set[str]:
     """The simkv modules the file imports anywhere in it (``from pkg import submodule`` names
-    the submodule, as ``from pkg.submodule import name`` does: a package's parent is loaded by
-either spelling and is not counted)."""
+        the submodule, as ``from pkg.submodule import name`` does: a package's parent is loaded by
+    either spelling and is not counted)."""
     here = module_name(path)
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):

@@ -36,6 +36,16 @@ def test_every_import_runs_down_the_layers() -> None:
     assert {module: names for module, names in upward.items() if names} == {}
 
 
+@pytest.mark.parametrize(("under", "forbidden"), rules.INSIDE)
+def test_inside_a_package_data_flows_one_way(under: str, forbidden: tuple[str, ...]) -> None:
+    broken = {
+        module: sorted(n for n in names if n.startswith(forbidden) and n != module)
+        for module, names in rules.graph().items()
+        if module.startswith(under)
+    }
+    assert {module: names for module, names in broken.items() if names} == {}
+
+
 def test_every_module_has_a_layer() -> None:
     unplaced = [m for m in rules.modules() if m != "simkv" and rules.package_of(m) is None]
     assert unplaced == []
