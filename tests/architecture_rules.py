@@ -88,7 +88,7 @@ def allowed(importer: str, imported: str) -> bool:
 
 def imports(path: Path, known: set[str]) -> set[str]:
     """The simkv modules the file imports anywhere in it (``from pkg import submodule`` names
-        the submodule, as ``from pkg.submodule import name`` does: a package's parent is loaded by
+    the submodule, as ``from pkg.submodule import name`` does: a package's parent is loaded by
     either spelling and is not counted)."""
     here = module_name(path)
     found: set[str] = set()
