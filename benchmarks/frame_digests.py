@@ -13,7 +13,9 @@ its hypothesis strategy, so the same ``--random N`` gives the same configs on ev
     .venv/bin/python benchmarks/frame_digests.py --save before.json     # on the old commit
     .venv/bin/python benchmarks/frame_digests.py --against before.json  # on the new one
 
-Prints one line per differing case and a count; exit 1 when any case differs.
+``--shipped-requests N`` keeps at most N requests of each shipped config (a quicker check on a
+busy machine; the full Mooncake replays take half an hour each there). Prints one line per
+differing case and a count; exit 1 when any case differs.
 """
 
 from __future__ import annotations
@@ -76,28 +78,29 @@ def random_config(k: int) -> SimConfig:
     )  # fmt: skip
 
 
-def _cases(shipped: bool, random: int) -> Iterator[tuple[str, str]]:
+def _cases(shipped: bool, random: int, limit: int | None) -> Iterator[tuple[str, str, int | None]]:
     if shipped:
         for pattern in SHIPPED:
             for path in sorted(ROOT.glob(pattern)):
-                yield str(path.relative_to(ROOT)), "shipped"
+                yield str(path.relative_to(ROOT)), "shipped", limit
     for k in range(random):
-        yield f"random-{k}", "random"
+        yield f"random-{k}", "random", None
 
 
-def shortened(path: Path) -> list[str]:
-    """Overrides keeping at most a few hundred requests of a shipped config's workload."""
+def shortened(path: Path, requests: int) -> list[str]:
+    """Overrides keeping at most ``requests`` requests of a shipped config's workload."""
     text = path.read_text()
     if "num_requests" in text:
-        return ["workload.num_requests=300"]
-    return ["workload.limit=300"] if "kind: trace" in text else []
+        return [f"workload.num_requests={requests}"]
+    return [f"workload.limit={requests}"] if "kind: trace" in text else []
 
 
-def _one(case: tuple[str, str]) -> dict[str, str]:
-    name, kind = case
+def _one(case: tuple[str, str, int | None]) -> dict[str, str]:
+    name, kind, limit = case
     if kind == "shipped":
         path = ROOT / name
-        cfg, short = load_config(path), load_config(path, shortened(path))
+        cfg = load_config(path, shortened(path, limit) if limit else [])
+        short = load_config(path, shortened(path, min(limit or 300, 300)))
         return {
             f"{name}:{mode}": digest(short if mode == "checked" else cfg, path.parent, mode)
             for mode in MODES
@@ -111,13 +114,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--random", type=int, default=150, help="random configs (default 150)")
     parser.add_argument("--no-shipped", action="store_true", help="random configs only")
+    parser.add_argument(
+        "--shipped-requests",
+        type=int,
+        metavar="N",
+        help="keep at most N requests of each shipped config (default: all)",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--save", type=Path, help="write the digests to this JSON file")
     parser.add_argument("--against", type=Path, help="compare with digests saved earlier")
     args = parser.parse_args()
     digests: dict[str, str] = {}
     with ProcessPoolExecutor(args.jobs) as pool:
-        for one in pool.map(_one, list(_cases(not args.no_shipped, args.random))):
+        for one in pool.map(
+            _one, list(_cases(not args.no_shipped, args.random, args.shipped_requests))
+        ):
             digests.update(one)
     print(f"{len(digests)} runs digested")
     if args.save:
