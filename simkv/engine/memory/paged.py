@@ -177,7 +177,8 @@ class PagedKV:
             if over >= 0:
                 last = True
                 final_internal += over if over < bs else bs
-        self.sums.grew(final_internal)
+        if final_internal:  # (most steps add none: no call on the per-step path)
+            self.sums.grew(final_internal)
         return last
 
     def commit(self, plan: StepPlan) -> None:
