@@ -125,14 +125,13 @@ def main() -> int:
     parser.add_argument("--against", type=Path, help="compare with digests saved earlier")
     args = parser.parse_args()
     digests: dict[str, str] = {}
+    cases = list(_cases(not args.no_shipped, args.random, args.shipped_requests))
     with ProcessPoolExecutor(args.jobs) as pool:
-        for one in pool.map(
-            _one, list(_cases(not args.no_shipped, args.random, args.shipped_requests))
-        ):
+        for one in pool.map(_one, cases):
             digests.update(one)
+            if args.save:  # as they come: an interrupted check keeps what it digested
+                args.save.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
     print(f"{len(digests)} runs digested")
-    if args.save:
-        args.save.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
     if args.against:
         before = json.loads(args.against.read_text())
         keys = before.keys() | digests.keys()
