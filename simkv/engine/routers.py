@@ -6,8 +6,9 @@ A router class is registered for its config model (:mod:`simkv.config.fleet`) wi
 reads the replicas only through the :class:`~simkv.engine.fleet_view.FleetView` (live or
 stale loads, live prefix hits); its own state (a turn counter, a session table) is its own.
 Ties go to the lowest index, so a run is deterministic; ``random`` draws from the generator
-it is built with (the run's router stream, ``simkv.run.assemble.Stream.ROUTER``). Adding a router: its config model in ``simkv/config/fleet.py`` (added to
-``RouterConfig``), its class here, its test in ``tests/engine/test_routers.py``.
+it is built with (the run's router stream, ``simkv.run.assemble.Stream.ROUTER``). Adding a
+router: its config model in ``simkv/config/fleet.py`` (added to ``RouterConfig``), its class
+here, its test in ``tests/engine/test_routers.py``.
 """
 
 from __future__ import annotations
