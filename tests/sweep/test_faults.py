@@ -104,12 +104,19 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _interruptible() -> None:
+    """Give the sweep Ctrl-C's default action, as a shell at a terminal does: a test run
+    launched in the background of a script inherits SIGINT ignored, and so would the sweep."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(tmp_path: Path) -> subprocess.Popen[bytes]:
     sweep = _sweep(tmp_path, [4000, 4001, 4002, 4003])
     return subprocess.Popen(
         [str(SIMKV), "sweep", str(sweep), "--out", str(tmp_path / "out"),
          "--executor", "process", "--jobs", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+        preexec_fn=_interruptible,
     )  # fmt: skip
 
 
