@@ -37,7 +37,7 @@ def test_waste_writes_tables_and_files(tmp_path):
     out = tmp_path / "out"
     result = runner.invoke(app, ["waste", str(trace), "--out", str(out), *SMALL])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUTS)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUTS, ".simkv-output"])
     assert "excluded 1 of 31 sequences longer than max context 64" in result.output
     assert "Static snapshot" in result.output and "Pool replay" in result.output
     assert result.output.count("wrote ") == 6
@@ -54,7 +54,7 @@ def test_waste_default_out_dir_and_plain_length_column(tmp_path, monkeypatch):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     out = tmp_path / "reports" / "waste-lens"
-    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUTS)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUTS, ".simkv-output"])
     static = (out / "waste_static.csv").read_text().splitlines()
     assert static[1].startswith("paged,4,59,60,0.01666")  # 12+40+7 tokens, 3+10+2 blocks of 4
 

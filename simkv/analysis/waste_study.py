@@ -25,6 +25,7 @@ from simkv.analysis.waste_replay import replay_contiguous, replay_paged
 from simkv.errors import InputError
 from simkv.kv.contiguous import ReservationPolicy
 from simkv.kv.waste import CATEGORIES
+from simkv.outputs import make_folder, write_file
 from simkv.workload.traces import LengthsTable
 
 __all__ = ["WasteParams", "WasteStudy", "make_params", "run_waste_study", "static_waste"]
@@ -126,10 +127,10 @@ class WasteStudy:
 
     def write_csv(self, out_dir: Path) -> list[Path]:
         """Write ``waste_static.csv`` and ``waste_replay.csv`` into ``out_dir``."""
-        out_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(out_dir)
         paths = [out_dir / "waste_static.csv", out_dir / "waste_replay.csv"]
-        self.static.to_csv(paths[0], index=False)
-        self.replay.to_csv(paths[1], index=False)
+        for path, frame in zip(paths, (self.static, self.replay), strict=True):
+            write_file(path, lambda handle, frame=frame: frame.to_csv(handle, index=False))
         return paths
 
 

@@ -16,7 +16,6 @@ in increasing rate), so ``simkv report`` draws its latency-vs-rate curves, SLO l
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from simkv.config.limits import MAX_NAME_CHARS
 from simkv.config.sim import SimConfig, dump_resolved
 from simkv.errors import InputError
 from simkv.metrics.slo import good_fraction, meets_slos, slo_set
+from simkv.outputs import make_folder, published_name
 from simkv.run import load_config
 from simkv.sweep.digest import run_digest
 from simkv.sweep.executors import make_executor
@@ -40,6 +40,8 @@ from simkv.sweep.run import (
     read_summary,
     run_one,
     sweep_table,
+    write_json,
+    write_table,
 )
 from simkv.sweep.spec import PlannedRun, SweepPlan, SweepSpec
 
@@ -153,7 +155,7 @@ class SearchRuns:
     def judge(self, values: list[Any]) -> dict[Any, bool]:
         """Run (or reuse) each value's simulation; whether each meets."""
         runs_dir = self.out / "runs"
-        runs_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(runs_dir)
         tasks = []
         for value in values:
             run = self.planned[value] = self.plan(value)
@@ -204,14 +206,13 @@ class SearchRuns:
     def write(self, answer: dict[str, Any]) -> None:
         """sweep.json, sweep.parquet (runs by increasing axis value) and capacity.json."""
         runs = [self.planned[v] for v in sorted(self.planned)]
-        name = _sweep_name(self.out.name)
+        name = _sweep_name(published_name(self.out))
         spec = SweepSpec.model_validate({"name": name, "base": str(self.config)})
         plan = SweepPlan(spec, self.config, self.config.parent, (self.axis,), tuple(runs))
         write_json(self.out / "sweep.json", {"name": spec.name, "axes": [self.axis],
                                               "runs": [r.run_id for r in runs]})  # fmt: skip
         table = sweep_table(plan, self.out / "runs", self.errors)
-        with (self.out / "sweep.parquet").open("wb") as handle:
-            table.to_parquet(handle, index=False)
+        write_table(self.out / "sweep.parquet", table)
         write_json(self.out / CAPACITY_FILE, answer)
 
 
@@ -228,10 +229,6 @@ def rate_answer(runs: SearchRuns, result: SearchResult, opts: CapacityOptions) -
         "rounds": result.rounds, "simulations": len(result.judged),
         "judged": runs.judged_rows(result.judged, "rate"),
     }  # fmt: skip
-
-
-def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def find_capacity(

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from simkv.cli.common import SetOption, input_errors, output_folder
+from simkv.cli.common import ForceOption, SetOption, input_errors, interrupted_search
 from simkv.cli.sweeps import Executor
 
 
@@ -56,12 +56,14 @@ def capacity(
         Path | None,
         typer.Option(help="YAML of priced GPU/TP options: the cheapest fleet (--at-rate)."),
     ] = None,
+    force: ForceOption = False,
 ) -> None:
     """Find the highest offered rate meeting the config's SLOs (p99 of each set objective);
     with --at-rate, the fewest replicas meeting them at that rate; with --options too, the
     cheapest fleet among the options."""
     from simkv.capacity.run import CapacityOptions, find_capacity
     from simkv.errors import InputError
+    from simkv.outputs import Kind, new_output
     from simkv.report.sweep_report import write_sweep_report
     from simkv.run import load_config
 
@@ -82,13 +84,13 @@ def capacity(
             per_round=per_round,
             **runs,
         )
-        fleet_capacity(ctx, config, set_ or [], counts, options, out)
+        fleet_capacity(ctx, config, set_ or [], counts, options, out, force)
         return
     with input_errors(ctx):
         if min_good is not None and not 0 < min_good <= 1:
             raise InputError(f"expected a share in (0, 1], got {min_good:g}", field="--min-good")
         name = load_config(config, set_ or []).name
-        out_dir = output_folder(out or Path("reports") / f"{name}-capacity")
+        out_dir = out or Path("reports") / f"{name}-capacity"
         opts = CapacityOptions(
             rate_min=rate_min,
             rate_max=rate_max,
@@ -97,15 +99,13 @@ def capacity(
             **runs,
         )
         try:
-            found = find_capacity(config, set_ or [], out_dir, opts, _print_round)
+            with new_output(out_dir, Kind.CAPACITY, force=force) as staging:
+                found = find_capacity(config, set_ or [], staging.path, opts, _print_round)
+                write_sweep_report(staging.path)
         except KeyboardInterrupt:
-            typer.echo(
-                "interrupted: finished runs are kept in "
-                f"{out_dir / 'runs'}; the same command continues where this one stopped",
-                err=True,
-            )
+            typer.echo(interrupted_search(out_dir), err=True)
             raise typer.Exit(code=130) from None
-        report = write_sweep_report(out_dir)
+        report = out_dir / "report.html"
     result = found.search
     typer.echo(
         f"{len(result.judged)} simulations in {result.rounds} rounds "

@@ -3,7 +3,6 @@ command: an :class:`InputError` becomes its lines on stderr and exit code 2."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +12,7 @@ import typer
 
 from simkv import __version__
 from simkv.errors import InputError
+from simkv.outputs import cannot
 
 # Help is plain click text: rich markup would eat anything in square brackets ([default: …]).
 app = typer.Typer(
@@ -50,8 +50,9 @@ def _main(
 
 @contextmanager
 def input_errors(ctx: typer.Context) -> Iterator[None]:
-    """The CLI's error boundary: an :class:`InputError` (or an OS error writing an output)
-    becomes its lines on stderr and exit code 2; ``--debug`` shows the traceback instead."""
+    """The CLI's error boundary, the same for every command: an :class:`InputError` (an OS
+    error too: :func:`simkv.outputs.cannot` names its path and operation) becomes its lines on
+    stderr and exit code 2; ``--debug`` shows the traceback instead."""
     obj = ctx.find_root().obj
     debug = isinstance(obj, dict) and bool(obj.get("debug"))
     try:
@@ -60,24 +61,10 @@ def input_errors(ctx: typer.Context) -> Iterator[None]:
         if debug:
             raise
         raise fail(err) from None
-    except OSError as err:
+    except OSError as err:  # the writers name their path (simkv.outputs); this is the rest
         if debug:
             raise
-        raise fail(InputError(f"cannot write: {err.strerror}", file=err.filename)) from None
-
-
-def output_folder(path: Path) -> Path:
-    """``path`` if it can be an output folder (nothing is created): an existing file or device,
-    or a folder whose nearest existing ancestor is not a writable folder, is an
-    :class:`InputError` naming it."""
-    if path.exists() and not path.is_dir():
-        raise InputError("output is not a folder", file=path)
-    ancestor = path.absolute()
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
-        raise InputError(f"cannot create the output folder under {ancestor}", file=path)
-    return path
+        raise fail(cannot("read or write", err.filename or "?", err)) from None
 
 
 def int_list(text: str, option: str) -> tuple[int, ...]:
@@ -97,3 +84,47 @@ SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a config value (repeatable)."),
 ]
+
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Replace an output that holds another kind of output or foreign files."
+    ),
+]
+
+
+def simkv_page(path: Path) -> bool:
+    """Whether ``path`` is an HTML page simkv wrote (its generator tag in the first 4 KB)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return b'<meta name="generator" content="simkv' in head
+
+
+def simkv_profile(path: Path) -> bool:
+    """Whether ``path`` is a calibration profile simkv wrote (its first comment line)."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(64).startswith(b"# simkv calibration profile")
+    except OSError:
+        return False
+
+
+def interrupted_search(out_dir: Path) -> str:
+    """The line of an interrupted search: what is kept, where, and how to go on."""
+    return (
+        f"interrupted: {out_dir} is as it was; the finished runs are kept beside it (in "
+        f".{out_dir.name}.partial) and the same command continues where this one stopped"
+    )
+
+
+def kept_aside(out_dir: Path, what: str, again: str) -> str:
+    """The line of a sweep or search whose runs failed over a complete earlier one: the
+    earlier output stays, the new one waits beside it for ``again``."""
+    return (
+        f"{out_dir} is as it was: this {what} had failed runs, so it was not published over "
+        f"the complete earlier one; its results wait in .{out_dir.name}.partial beside it. "
+        f"Fix the cause and continue with: {again}"
+    )

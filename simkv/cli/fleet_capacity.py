@@ -9,17 +9,18 @@ from pathlib import Path
 import typer
 
 from simkv.capacity.replicas import CountFound, CountOptions
-from simkv.cli.common import input_errors, output_folder
+from simkv.cli.common import input_errors, interrupted_search
 
 
 def fleet_capacity(
     ctx: typer.Context, config: Path, sets: list[str], opts: CountOptions,
-    options_file: Path | None, out: Path | None,
+    options_file: Path | None, out: Path | None, force: bool = False,
 ) -> None:  # fmt: skip
     """Run the count search (or one per option), write the folder and its reports, print."""
     from simkv.capacity.replicas import find_cheapest, find_min_count
     from simkv.config.fleet_options import load_fleet_options
     from simkv.errors import InputError
+    from simkv.outputs import Kind, new_output
     from simkv.report.sweep_report import write_sweep_report
     from simkv.run import load_config
 
@@ -30,20 +31,19 @@ def fleet_capacity(
         options = None if options_file is None else load_fleet_options(options_file)
         name = load_config(config, sets).name
         suffix = "fleets" if options else "replicas"
-        out_dir = output_folder(out or Path("reports") / f"{name}-{suffix}")
+        out_dir = out or Path("reports") / f"{name}-{suffix}"
         try:
-            if options is None:
-                found = [find_min_count(config, sets, out_dir, opts, _print_round)]
-            else:
-                found = find_cheapest(config, sets, out_dir, opts, options, _print_round)
+            with new_output(out_dir, Kind.CAPACITY, force=force) as staging:
+                work = staging.path
+                if options is None:
+                    found = [find_min_count(config, sets, work, opts, _print_round)]
+                else:
+                    found = find_cheapest(config, sets, work, opts, options, _print_round)
+                reports = [out_dir / write_sweep_report(f.out_dir).relative_to(work)
+                           for f in found]  # fmt: skip
         except KeyboardInterrupt:
-            typer.echo(
-                f"interrupted: finished runs are kept in {out_dir}; the same command "
-                "continues where this one stopped",
-                err=True,
-            )
+            typer.echo(interrupted_search(out_dir), err=True)
             raise typer.Exit(code=130) from None
-        reports = [write_sweep_report(f.out_dir) for f in found]
     _print_found(found, opts, options is not None, out_dir, reports)
 
 

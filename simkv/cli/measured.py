@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from simkv.cli.common import input_errors, int_list
+from simkv.cli.common import ForceOption, input_errors, int_list, simkv_page, simkv_profile
 
 if TYPE_CHECKING:
     from simkv.calibrate.api import Calibration
@@ -44,8 +44,10 @@ def compare(
     out: Annotated[
         Path | None, typer.Option(help="HTML page [default: RUN_DIR/compare.html]")
     ] = None,
+    force: ForceOption = False,
 ) -> None:
     """Simulated vs measured, per metric (Diff%); writes compare.html and compare.csv."""
+    from simkv.outputs import claim_file, claim_folder
     from simkv.report.compare_real import (
         CSV_FILE,
         HTML_FILE,
@@ -57,14 +59,21 @@ def compare(
 
     with input_errors(ctx):
         cmp = compare_with_measured(run_dir, measured)
-    title = f"{cmp.run.name} vs measured {cmp.measured.label}"
-    notes = [headline_text(cmp.validation), *cmp.validation.notes]
-    _print_validation(title, table_rows(cmp.validation.rows), notes)
-    for path in write_comparison(cmp, out or run_dir / HTML_FILE, run_dir / CSV_FILE):
+        title = f"{cmp.run.name} vs measured {cmp.measured.label}"
+        notes = [headline_text(cmp.validation), *cmp.validation.notes]
+        _print_validation(title, table_rows(cmp.validation.rows), notes)
+        page = out or run_dir / HTML_FILE
+        with claim_folder(run_dir) as folder:
+            if out is None:
+                write_comparison(cmp, folder / HTML_FILE, folder / CSV_FILE)
+            else:
+                with claim_file(out, simkv_page, "a simkv page", force=force) as path:
+                    write_comparison(cmp, path, folder / CSV_FILE)
+    for path in (page, run_dir / CSV_FILE):
         typer.echo(f"wrote {path}")
 
 
-def _print_calibration(cal: Calibration, out: Path) -> None:
+def _print_calibration(cal: Calibration) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -106,7 +115,6 @@ def _print_calibration(cal: Calibration, out: Path) -> None:
         console.print(f"note: {knob} ended at a bound of its range (simkv.calibrate.fit.KNOBS)")
     for note in cal.notes:
         console.print(f"note: {note}")
-    typer.echo(f"wrote {out}")
 
 
 def calibrate(
@@ -152,12 +160,18 @@ def calibrate(
             help="Profile to write; default: reports/calibrate-<source name>/profile.yaml"
         ),
     ] = None,
+    force: ForceOption = False,
 ) -> None:
     """Fit the roofline cost model to real measurements and write a calibration profile."""
     from simkv.calibrate.api import calibrate as run_calibration
     from simkv.config.profile import read_profile, write_profile
+    from simkv.outputs import claim_file
 
+    what = "a calibration profile"
     with input_errors(ctx):
+        if out is not None:  # refused before the fit, not after it
+            with claim_file(out, simkv_profile, what, force=force):
+                pass
         cal = run_calibration(
             sources,
             start=read_profile(start) if start else None,
@@ -175,11 +189,15 @@ def calibrate(
         f"mean abs. error {cal.result.error:.2%} (start {cal.result.start_error:.2%})",
         "use it from a run config: cost_model: {profile: <path to this file>}",
     ]
-    _print_calibration(cal, write_profile(cal.result.config, path, header))
-    if cal.result.error > max_error:
+    _print_calibration(cal)
+    if cal.result.error > max_error:  # a rejected fit is never published
         typer.echo(
             f"error: the fit stays at {cal.result.error:.1%} mean abs. error, above "
-            f"--max-error {max_error:.0%}: the data do not fit this model",
+            f"--max-error {max_error:.0%}: the data do not fit this model; {path} was not "
+            "written",
             err=True,
         )
         raise typer.Exit(code=1)
+    with input_errors(ctx), claim_file(path, simkv_profile, what, force=force) as target:
+        write_profile(cal.result.config, target, header)
+    typer.echo(f"wrote {path}")

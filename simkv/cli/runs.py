@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from simkv.cli.common import SetOption, input_errors, output_folder
+from simkv.cli.common import ForceOption, SetOption, input_errors
 from simkv.errors import InputError
 from simkv.metrics.frame_format import FrameFormat
 
 if TYPE_CHECKING:
+    from simkv.config.sim import SimConfig
     from simkv.metrics.recorder import RunFrames
+    from simkv.run.simulate import RunOutput
 
 
 def _print_summary(summary: dict[str, float | None], title: str) -> None:
@@ -64,34 +68,58 @@ def run(
     trace: Annotated[
         bool, typer.Option(help="Also write trace.json (Chrome / Perfetto timeline).")
     ] = False,
+    force: ForceOption = False,
 ) -> None:
     """Simulate one config; write frames, summary, resolved config and report.html."""
-    from simkv.config.sim import located_in
-    from simkv.engine.progress import SimulationStalled
-    from simkv.progress import stderr_progress, stderr_status
-    from simkv.run import load_config, simulate, write_run
+    from simkv.outputs import Kind, new_output
+    from simkv.progress import stderr_status
+    from simkv.run import load_config, write_run
 
     with input_errors(ctx):
         qs = _percentiles(percentiles)
         cfg = load_config(config, set_ or [])
-        out_dir = output_folder(out or Path("reports") / cfg.name)
-        try:
-            with located_in(config, set_ or []), stderr_progress(f"simulating {cfg.name}") as pr:
-                result = simulate(cfg, config.parent, progress=pr, check_invariants=check,
-                                  percentiles=qs)  # fmt: skip
-        except SimulationStalled as err:  # a run-time failure, not bad input: exit 1
-            typer.echo(f"error: {config}: {err}", err=True)
-            raise typer.Exit(code=1) from None
-        from simkv.report.run_report import write_run_report  # the report stack, only now
+        out_dir = out or Path("reports") / cfg.name
+        with _interrupted(out_dir), new_output(out_dir, Kind.RUN, force=force) as staging:
+            work = staging.path
+            result = _simulate(config, set_ or [], cfg, check, qs)
+            from simkv.report.run_report import write_run_report  # the report stack, only now
 
-        with stderr_status(f"writing {out_dir}: frames, summary and report.html"):
-            paths = write_run(result, out_dir, fmt)
-            if trace:
-                paths.append(_write_trace(out_dir, result.frames))
-        paths.append(write_run_report(out_dir))
+            with stderr_status(f"writing {out_dir}: frames, summary and report.html"):
+                paths = write_run(result, work, fmt)
+                if trace:
+                    paths.append(_write_trace(work, result.frames))
+                paths.append(write_run_report(work))
     _print_summary(result.summary, f"{cfg.name}: {result.wall_s:.2f} s wall")
     for path in paths:
-        typer.echo(f"wrote {path}")
+        typer.echo(f"wrote {out_dir / path.relative_to(work)}")
+
+
+def _simulate(
+    config: Path, sets: list[str], cfg: SimConfig, check: bool, qs: tuple[float, ...]
+) -> RunOutput:
+    """One run with a progress bar; a stall is a run-time failure, not bad input: exit 1."""
+    from simkv.config.sim import located_in
+    from simkv.engine.progress import SimulationStalled
+    from simkv.progress import stderr_progress
+    from simkv.run import simulate
+
+    try:
+        with located_in(config, sets), stderr_progress(f"simulating {cfg.name}") as progress:
+            return simulate(cfg, config.parent, progress=progress, check_invariants=check,
+                            percentiles=qs)  # fmt: skip
+    except SimulationStalled as err:
+        typer.echo(f"error: {config}: {err}", err=True)
+        raise typer.Exit(code=1) from None
+
+
+@contextmanager
+def _interrupted(out_dir: Path) -> Iterator[None]:
+    """Ctrl-C: one line saying that the output folder is as it was, and exit code 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: nothing was written; {out_dir} is as it was", err=True)
+        raise typer.Exit(code=130) from None
 
 
 def _write_trace(run_dir: Path, frames: RunFrames | None = None) -> Path:
@@ -105,9 +133,14 @@ def trace_cmd(
     run_dir: Annotated[Path, typer.Argument(help="Run folder (frames as Parquet or CSV).")],
 ) -> None:
     """Write RUN_DIR/trace.json: steps and request spans for ui.perfetto.dev or chrome://tracing."""
+    from simkv.outputs import claim_folder
+
     with input_errors(ctx):
-        path = _write_trace(run_dir)
-    typer.echo(f"wrote {path}")
+        if not run_dir.is_dir():
+            raise InputError("not a run folder", file=run_dir)
+        with claim_folder(run_dir) as folder:
+            path = _write_trace(folder)
+    typer.echo(f"wrote {run_dir / path.name}")
 
 
 def validate(

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from simkv.cli.common import input_errors, output_folder
+from simkv.cli.common import ForceOption, input_errors, kept_aside, simkv_page
 from simkv.errors import InputError
 from simkv.sweep.executors import EXECUTOR_KINDS
 
@@ -35,20 +35,26 @@ def sweep(
         float | None,
         typer.Option(help="Wall-clock limit per run, s; a run past it fails (timeout).", min=0),
     ] = None,
+    force: ForceOption = False,
 ) -> None:
     """Run every point of a sweep; write runs/<id>/, sweep.parquet and report.html."""
+    from simkv.outputs import Kind, new_output
     from simkv.progress import stderr_progress
     from simkv.report.sweep_report import write_sweep_report
-    from simkv.sweep.run import run_sweep
+    from simkv.sweep.run import default_out_dir, run_sweep
+    from simkv.sweep.spec import load_sweep
 
+    out_dir = out or Path("reports") / sweep_file.stem  # until the sweep's name is read
     try:
         with input_errors(ctx):
-            if out is not None:
-                output_folder(out)
-            with stderr_progress(f"sweep {sweep_file.name}") as progress:
+            out_dir = out or default_out_dir(load_sweep(sweep_file))
+            with (
+                new_output(out_dir, Kind.SWEEP, force=force) as staging,
+                stderr_progress(f"sweep {sweep_file.name}") as progress,
+            ):
                 result = run_sweep(
                     sweep_file,
-                    out,
+                    staging.path,
                     executor=executor.value,
                     jobs=jobs,
                     resume=resume,
@@ -56,22 +62,25 @@ def sweep(
                     progress=progress,
                     run_timeout_s=run_timeout or None,
                 )
+                write_sweep_report(staging.path)
+                staging.keep = bool(result.failed) and staging.earlier
     except KeyboardInterrupt:
         typer.echo(
-            "interrupted: the runs in progress were stopped (their folders stay incomplete); "
-            f"finished runs are kept. Continue with: simkv sweep {sweep_file} --resume"
-            + (f" --out {out}" if out is not None else ""),
+            f"interrupted: {out_dir} is as it was; the runs in progress were stopped and the "
+            f"finished ones are kept beside it (in .{out_dir.name}.partial). Continue with: "
+            f"simkv sweep {sweep_file} --resume" + (f" --out {out}" if out is not None else ""),
             err=True,
         )
         raise typer.Exit(code=130) from None
-    with input_errors(ctx):
-        report = write_sweep_report(result.out_dir)
     typer.echo(
         f"{result.ran} runs ran, {result.skipped} skipped (complete), {result.failed} failed "
         f"in {result.wall_s:.1f} s ({executor.value})"
     )
-    typer.echo(f"wrote {result.out_dir / 'sweep.parquet'}")
-    typer.echo(f"wrote {report}")
+    if staging.keep:
+        typer.echo(kept_aside(out_dir, "sweep", f"simkv sweep {sweep_file} --resume"), err=True)
+    else:
+        typer.echo(f"wrote {out_dir / 'sweep.parquet'}")
+        typer.echo(f"wrote {out_dir / 'report.html'}")
     if result.failed:
         raise typer.Exit(code=1)
 
@@ -82,8 +91,10 @@ def report(
     out: Annotated[
         Path | None, typer.Option(help="Comparison report file [default: reports/compare.html]")
     ] = None,
+    force: ForceOption = False,
 ) -> None:
     """Rebuild the report of a run (or sweep) folder, or compare several runs in one report."""
+    from simkv.outputs import claim_file, claim_folder, write_file
     from simkv.report.run_report import render_comparison_report, write_run_report
     from simkv.report.sweep_report import write_sweep_report
 
@@ -93,14 +104,14 @@ def report(
                 raise InputError("not a run or sweep folder", file=run_dir)
         if len(run_dirs) > 1:
             target = out or Path("reports") / "compare.html"
-            if target.is_dir() or (target.exists() and not target.is_file()):
-                raise InputError("output is not a regular file", file=target)
-            output_folder(target.parent)
-            target.write_text(render_comparison_report(run_dirs), encoding="utf-8")
+            with claim_file(target, simkv_page, "a simkv page", force=force) as path:
+                write_file(path, render_comparison_report(run_dirs))
             written = [target]
         else:
             one = run_dirs[0]
-            sweep_dir = (one / "sweep.parquet").is_file()
-            written = [write_sweep_report(one) if sweep_dir else write_run_report(one)]
+            with claim_folder(one) as folder:
+                sweep_dir = (folder / "sweep.parquet").is_file()
+                made = write_sweep_report(folder) if sweep_dir else write_run_report(folder)
+            written = [one / made.name]
     for path in written:
         typer.echo(f"wrote {path}")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from simkv.analysis.waste_params import WasteParams
-from simkv.cli.common import input_errors, int_list, output_folder
+from simkv.cli.common import ForceOption, input_errors, int_list
 
 if TYPE_CHECKING:
     from simkv.analysis.waste_study import WasteStudy
@@ -54,10 +54,12 @@ def waste(
     out: Annotated[
         Path | None, typer.Option(help="Output directory [default: reports/waste-STEM]")
     ] = None,
+    force: ForceOption = False,
 ) -> None:
     """KV waste of a trace: paged vs contiguous reservations (static snapshot + pool replay)."""
     # the study and matplotlib are imported only by the command that uses them (a quick --help)
     from simkv.analysis.waste_study import make_params, run_waste_study
+    from simkv.outputs import Kind, new_output
     from simkv.report.waste_figures import write_waste_figures
     from simkv.workload.traces import read_lengths
 
@@ -69,5 +71,8 @@ def waste(
             replay_requests=replay_requests,
         )
         study = run_waste_study(read_lengths(trace, column=column), params)
-        out_dir = output_folder(out or Path("reports") / f"waste-{trace.stem}")
-        _print_study(study, study.write_csv(out_dir) + write_waste_figures(study, out_dir))
+        out_dir = out or Path("reports") / f"waste-{trace.stem}"
+        with new_output(out_dir, Kind.WASTE, force=force) as staging:
+            work = staging.path
+            paths = study.write_csv(work) + write_waste_figures(study, work)
+    _print_study(study, [out_dir / path.relative_to(work) for path in paths])

@@ -18,17 +18,17 @@ import yaml
 from simkv.config.base import YamlDoc, load_yaml, validate
 from simkv.config.cost import RooflineCostConfig
 from simkv.errors import InputError
+from simkv.outputs import make_folder, write_file
 
 __all__ = ["expand_profile", "read_profile", "write_profile"]
 
 
 def write_profile(cfg: RooflineCostConfig, path: Path, header: list[str]) -> Path:
     """Write ``cfg`` as a profile at ``path``, each ``header`` line as a leading comment."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     lines = [f"# {line}".rstrip() for line in header]
     body = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
-    path.write_text("\n".join([*lines, body]), encoding="utf-8")
-    return path
+    return write_file(path, "\n".join([*lines, body]))
 
 
 def read_profile(path: Path) -> RooflineCostConfig:

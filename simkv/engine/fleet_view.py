@@ -52,9 +52,7 @@ class FleetView:
     Invariants: ``routed[r] ≥`` requests replica ``r`` has recorded; a snapshot is a copy (a
     stale view never changes between refreshes)."""
 
-    def __init__(
-        self, replicas: Sequence[Replica], workload: Workload, staleness_s: float
-    ) -> None:
+    def __init__(self, replicas: Sequence[Replica], workload: Workload, staleness_s: float) -> None:
         self.replicas = replicas
         self.size = len(replicas)
         self.staleness_s = staleness_s

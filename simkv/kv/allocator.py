@@ -35,6 +35,7 @@ class HeldBlocks(Protocol):
     length: int
     block_ids: list[BlockId]
 
+
 __all__ = [
     "BlockAllocator",
     "BlockError",

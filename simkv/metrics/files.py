@@ -7,9 +7,10 @@ the columns and their order; empty values (a request never scheduled) read back 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ import pandas as pd
 from simkv.errors import InputError
 from simkv.metrics.frame_format import FRAME_NAMES, FrameFormat
 from simkv.metrics.recorder import RunFrames
+from simkv.outputs import write_file
 
 __all__ = [
     "FRAME_NAMES", "FrameFormat", "frame_path", "missing_frames", "read_frame", "read_frames",
@@ -24,19 +26,21 @@ __all__ = [
 ]  # fmt: skip
 
 
+def _writer(frame: pd.DataFrame, fmt: FrameFormat) -> Callable[[BinaryIO], None]:
+    """What writes ``frame`` as ``fmt`` to an open binary file (a handle, never a path:
+    pyarrow reads a path like ab:12/x as a URI)."""
+    if fmt is FrameFormat.parquet:
+        return lambda handle: frame.to_parquet(handle, index=False)
+    return lambda handle: frame.to_csv(handle, index=False)
+
+
 def write_frames(frames: RunFrames, out_dir: Path, fmt: FrameFormat) -> list[Path]:
-    """Write the three frames into ``out_dir`` as ``<name>.<fmt>``; returns the paths."""
-    paths = []
-    for name in FRAME_NAMES:
-        path = out_dir / f"{name}.{fmt.value}"
-        frame: pd.DataFrame = getattr(frames, name)
-        with path.open("wb") as handle:  # a handle: pyarrow reads a path like ab:12/x as a URI
-            if fmt is FrameFormat.parquet:
-                frame.to_parquet(handle, index=False)
-            else:
-                frame.to_csv(handle, index=False)
-        paths.append(path)
-    return paths
+    """Write the three frames into ``out_dir`` as ``<name>.<fmt>``, each atomically; returns
+    the paths."""
+    return [
+        write_file(out_dir / f"{name}.{fmt.value}", _writer(getattr(frames, name), fmt))
+        for name in FRAME_NAMES
+    ]
 
 
 def read_frame(path: Path) -> pd.DataFrame:

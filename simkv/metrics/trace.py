@@ -30,6 +30,7 @@ import pandas as pd
 
 from simkv.metrics.files import read_frames
 from simkv.metrics.recorder import RunFrames
+from simkv.outputs import write_file
 
 TRACE_FILE = "trace.json"
 MAX_STEP_EVENTS = 20_000
@@ -154,5 +155,4 @@ def write_trace(run_dir: Path, frames: RunFrames | None = None) -> Path:
     if frames is None:
         frames = read_frames(run_dir, {"requests": ("status",)}, finite=_FINITE, numeric=_TIMES)
     doc = trace_document(frames)
-    path.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
-    return path
+    return write_file(path, json.dumps(doc, separators=(",", ":")) + "\n")

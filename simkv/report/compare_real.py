@@ -29,6 +29,7 @@ from simkv.metrics.validation import (
     latency_samples_ms,
     simulated_request_frame,
 )
+from simkv.outputs import make_folder, write_file
 from simkv.report import compare_figures as cf
 from simkv.report import figures as fg
 from simkv.report.blocks import FigureBlock, figure_block, report_environment
@@ -116,8 +117,7 @@ def write_csv(validation: Validation, path: Path) -> Path:
         [(r.key, r.measured, r.simulated, r.diff_pct) for r in validation.rows],
         columns=["metric", "measured", "simulated", "diff_pct"],
     )
-    frame.to_csv(path, index=False, float_format="%.17g")
-    return path
+    return write_file(path, lambda handle: frame.to_csv(handle, index=False, float_format="%.17g"))
 
 
 def _ones(values_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -229,6 +229,6 @@ def render_comparison(cmp: RealComparison) -> str:
 def write_comparison(cmp: RealComparison, html_path: Path, csv_path: Path) -> list[Path]:
     """Write the page and the CSV (creating their folders); returns both paths."""
     for path in (html_path, csv_path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.write_text(render_comparison(cmp), encoding="utf-8")
+        make_folder(path.parent)
+    write_file(html_path, render_comparison(cmp))
     return [html_path, write_csv(cmp.validation, csv_path)]

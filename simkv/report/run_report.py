@@ -16,6 +16,7 @@ from typing import Any
 import matplotlib as mpl
 import pandas as pd
 
+from simkv.outputs import write_file
 from simkv.report import figures as fg
 from simkv.report import fleet_figures as ff
 from simkv.report import time_figures as tf
@@ -251,5 +252,5 @@ def render_run_report(run_dir: Path) -> str:
 def write_run_report(run_dir: Path) -> Path:
     """Render ``run_dir``'s report into ``run_dir/report.html``; returns that path."""
     path = run_dir / REPORT_FILE
-    path.write_text(render_run_report(run_dir), encoding="utf-8")
+    write_file(path, render_run_report(run_dir))
     return path

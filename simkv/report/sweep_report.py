@@ -17,6 +17,7 @@ from typing import Any
 
 import matplotlib as mpl
 
+from simkv.outputs import write_file
 from simkv.report import figures as fg
 from simkv.report import sweep_summary as sm
 from simkv.report.capacity_summary import capacity_lines
@@ -245,5 +246,5 @@ def render_sweep_report(sweep_dir: Path) -> str:
 def write_sweep_report(sweep_dir: Path) -> Path:
     """Render ``sweep_dir``'s report into ``sweep_dir/report.html``; returns that path."""
     path = sweep_dir / REPORT_FILE
-    path.write_text(render_sweep_report(sweep_dir), encoding="utf-8")
+    write_file(path, render_sweep_report(sweep_dir))
     return path

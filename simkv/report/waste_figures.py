@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from simkv.analysis.waste_study import WasteStudy
 from simkv.kv.waste import CATEGORIES, CATEGORY_LABELS
+from simkv.outputs import make_folder, write_file
 from simkv.report.figures import REPORT_RC
 
 _COLORS = ("tab:blue", "tab:orange", "tab:red", "tab:purple", "0.85")
@@ -102,14 +103,16 @@ def save_figure(fig: Figure, stem: Path) -> list[Path]:
     """Write ``stem.png`` and ``stem.svg``; the SVG bytes depend only on the figure."""
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     with mpl.rc_context(dict(REPORT_RC)):
-        fig.savefig(paths[0], format="png", dpi=150)
-        fig.savefig(paths[1], format="svg", metadata={"Date": None})
+        write_file(paths[0], lambda handle: fig.savefig(handle, format="png", dpi=150))
+        write_file(
+            paths[1], lambda handle: fig.savefig(handle, format="svg", metadata={"Date": None})
+        )
     return paths
 
 
 def write_waste_figures(study: WasteStudy, out_dir: Path) -> list[Path]:
     """Both figures of ``study`` as PNG + SVG in ``out_dir`` (created if missing)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir)
     params = study.params
     breakdown = breakdown_figure(study.replay, pool_slots=params.pool_slots)
     by_size = block_size_figure(study.static, max_context_len=params.max_context_len)

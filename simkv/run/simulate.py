@@ -22,6 +22,7 @@ from simkv.metrics.files import FrameFormat, write_frames
 from simkv.metrics.fleet import combine, fleet_summary
 from simkv.metrics.recorder import RunFrames
 from simkv.metrics.summary import DEFAULT_PERCENTILES, summarize
+from simkv.outputs import make_folder, write_file
 from simkv.run.assemble import Assembly, assemble
 from simkv.run.inputs import check_inputs
 from simkv.run.sizing import usage_capacity
@@ -129,8 +130,9 @@ def simulate(
 
 
 def write_run(out: RunOutput, out_dir: Path, fmt: FrameFormat = FrameFormat.parquet) -> list[Path]:
-    """Write the run's files into ``out_dir`` (frames as ``fmt``); returns the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write the run's files into ``out_dir`` (frames as ``fmt``), each atomically
+    (:func:`simkv.outputs.write_file`); returns the paths written."""
+    make_folder(out_dir)
     frames = write_frames(out.frames, out_dir, fmt)
     for stale in FrameFormat:  # a run folder holds one format: a rerun's old frames go
         if stale is not fmt:
@@ -146,11 +148,11 @@ def write_run(out: RunOutput, out_dir: Path, fmt: FrameFormat = FrameFormat.parq
         "kv_swap_blocks": out.sizing.swap_blocks,
         "kv_token_slots": out.sizing.token_slots,
     }
-    paths["summary"].write_text(json.dumps({**out.summary, **sizing}, indent=2) + "\n")
+    write_file(paths["summary"], json.dumps({**out.summary, **sizing}, indent=2) + "\n")
     if out.replicas is not None:
         paths["replicas"] = out_dir / "replicas.json"
-        paths["replicas"].write_text(out.replicas.to_json(orient="records", indent=2) + "\n")
+        write_file(paths["replicas"], out.replicas.to_json(orient="records", indent=2) + "\n")
     else:
         (out_dir / "replicas.json").unlink(missing_ok=True)  # a rerun without a fleet
-    paths["config"].write_text(dump_resolved(out.config))
+    write_file(paths["config"], dump_resolved(out.config))
     return [*frames, *paths.values()]

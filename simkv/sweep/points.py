@@ -64,9 +64,7 @@ class Base:
     lines: dict[KeyPath, int]
 
 
-def load_base(
-    base: str | dict[str, Any], overrides: list[str], doc: YamlDoc
-) -> tuple[Base, Path]:
+def load_base(base: str | dict[str, Any], overrides: list[str], doc: YamlDoc) -> tuple[Base, Path]:
     """The sweep's ``base`` (a run config file relative to the sweep file ``doc``, or a mapping
     inline) with its ``overrides``, and the directory the runs' relative paths resolve
     against."""

@@ -11,15 +11,14 @@ Layout of the output folder::
     sweep.json       sweep name, axes and run ids in expansion order
     timings.json     wall seconds per run and in total (kept out of sweep.parquet on purpose)
 
-A folder without DONE (or whose DONE names another config) is incomplete: ``resume`` redoes
+A finished sweep removes the run folders of earlier sweeps that its plan does not hold. A
+folder without DONE (or whose DONE names another config) is incomplete: ``resume`` redoes
 exactly those runs and the failed ones.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import threading
 import time
@@ -36,6 +35,7 @@ import pyarrow.parquet as pq
 
 from simkv.config.sim import SimConfig
 from simkv.errors import InputError
+from simkv.outputs import make_folder, remove, write_file
 from simkv.run import simulate, write_run
 from simkv.sweep.executors import make_executor
 from simkv.sweep.spec import PlannedRun, SweepPlan, load_sweep
@@ -93,8 +93,8 @@ def lost_run(task: RunTask, reason: str) -> RunRecord:
     """The failed record of a run whose worker died or was killed (``reason``), with its
     error.txt (the folder has no DONE, so a resumed sweep redoes it)."""
     run_dir = Path(task.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "error.txt").write_text(reason + "\n")
+    make_folder(run_dir)
+    write_file(run_dir / "error.txt", reason + "\n")
     return RunRecord(task.run_id, STATUS_FAILED, reason, 0.0)  # its wall time is unknown
 
 
@@ -161,10 +161,9 @@ def run_one(task: RunTask) -> RunRecord:
     """Simulate one run into a fresh ``run_dir``; any exception (a timeout too) becomes a
     failed record."""
     run_dir = Path(task.run_dir)
-    if run_dir.exists():
-        shutil.rmtree(run_dir)  # no file of an earlier attempt may survive into this one
-    run_dir.mkdir(parents=True)
-    (run_dir / "point.json").write_text(json.dumps(task.point, indent=2) + "\n")
+    remove(run_dir)  # no file of an earlier attempt may survive into this one
+    make_folder(run_dir)
+    write_file(run_dir / "point.json", json.dumps(task.point, indent=2) + "\n")
     started = time.perf_counter()
     try:
         with _time_limit(task.timeout_s):
@@ -172,12 +171,10 @@ def run_one(task: RunTask) -> RunRecord:
             write_run(simulate(cfg, Path(task.base_dir)), run_dir)
     except Exception as err:  # one run's failure is that run's result; the sweep goes on
         message = _error_line(err)
-        (run_dir / "error.txt").write_text(f"{message}\n\n{traceback.format_exc()}")
+        write_file(run_dir / "error.txt", f"{message}\n\n{traceback.format_exc()}")
         return RunRecord(task.run_id, STATUS_FAILED, message, time.perf_counter() - started)
     wall_s = time.perf_counter() - started
-    partial = run_dir / "DONE.tmp"
-    partial.write_text(task.digest + "\n")
-    os.replace(partial, run_dir / "DONE")
+    write_file(run_dir / "DONE", task.digest + "\n")
     return RunRecord(task.run_id, STATUS_OK, None, wall_s)
 
 
@@ -223,6 +220,14 @@ def sweep_table(plan: SweepPlan, runs_dir: Path, errors: dict[str, str]) -> pd.D
     return pd.DataFrame(columns)
 
 
+def _prune(runs_dir: Path, keep: set[str]) -> None:
+    """Remove the run folders of earlier sweeps (not in ``keep``): a sweep folder holds this
+    sweep's runs and nothing stale."""
+    for entry in runs_dir.iterdir():
+        if entry.name not in keep:
+            remove(entry)
+
+
 def default_out_dir(plan: SweepPlan) -> Path:
     """``reports/<sweep name>``, the CLI's default output folder."""
     return Path("reports") / plan.spec.name
@@ -240,8 +245,15 @@ def _task(plan: SweepPlan, run: PlannedRun, runs_dir: Path, timeout_s: float | N
     )
 
 
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+def write_json(path: Path, data: Any) -> None:
+    """``data`` as indented JSON, written atomically."""
+    write_file(path, json.dumps(data, indent=2) + "\n")
+
+
+def write_table(path: Path, table: pd.DataFrame) -> None:
+    """``table`` as Parquet, written atomically through a handle (never a path: pyarrow reads
+    a path like ab:12/x as a URI)."""
+    write_file(path, lambda handle: table.to_parquet(handle, index=False))
 
 
 def _previous_timings(path: Path) -> dict[str, float]:
@@ -275,8 +287,8 @@ def run_sweep(
     out = Path(out_dir) if out_dir is not None else default_out_dir(plan)
     pool = make_executor(executor, jobs=jobs, ray_address=ray_address)
     runs_dir = out / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    _write_json(out / "sweep.json", {"name": plan.spec.name, "axes": list(plan.axes),
+    make_folder(runs_dir)
+    write_json(out / "sweep.json", {"name": plan.spec.name, "axes": list(plan.axes),
                                      "runs": [run.run_id for run in plan.runs]})  # fmt: skip
     todo = [r for r in plan.runs if not (resume and is_done(runs_dir / r.run_id, r.digest))]
     timings = _previous_timings(out / "timings.json") if resume else {}
@@ -294,10 +306,10 @@ def run_sweep(
         if progress is not None:
             progress(done, total)
     table = sweep_table(plan, runs_dir, errors)
-    with (out / "sweep.parquet").open("wb") as handle:  # a path, never a URI
-        table.to_parquet(handle, index=False)
+    _prune(runs_dir, {run.run_id for run in plan.runs})
+    write_table(out / "sweep.parquet", table)
     wall_s = time.perf_counter() - started
     ordered = {run.run_id: timings[run.run_id] for run in plan.runs if run.run_id in timings}
-    _write_json(out / "timings.json", {"executor": executor, "total_wall_s": wall_s,
+    write_json(out / "timings.json", {"executor": executor, "total_wall_s": wall_s,
                                        "runs": ordered})  # fmt: skip
     return SweepResult(plan, out, table, len(todo), total - len(todo), len(errors), wall_s)

@@ -144,7 +144,8 @@ def test_workers_die_with_the_sweep_parent(tmp_path: Path) -> None:
     for worker in workers:  # wait for each exit itself (the timeout is only a hang guard)
         _wait_exit(worker, timeout_s=60)
     assert not any(_alive(w) for w in workers)
-    assert json.loads((tmp_path / "out" / "sweep.json").read_text())["name"] == "faults"
+    assert not (tmp_path / "out").exists()  # never published: the sweep waits in its staging
+    assert json.loads((tmp_path / ".out.partial" / "sweep.json").read_text())["name"] == "faults"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
