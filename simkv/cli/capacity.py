@@ -112,7 +112,9 @@ def capacity(
         f"({found.simulated} run now, {found.reused} reused from {out_dir})"
     )
     axis = found.axis
-    if result.outcome == "none_meets":
+    if found.failure is not None:
+        typer.echo(f"answer: none: {found.failure.sentence()}; the same command runs it again")
+    elif result.outcome == "none_meets":
         typer.echo(f"answer: none meets: even {axis}={result.judged[0][0]:g} misses the SLOs")
     elif result.outcome == "all_meet":
         typer.echo(
@@ -124,6 +126,8 @@ def capacity(
         typer.echo(f"answer: {axis}={result.answer:g} req/s meets the SLOs{above}")
     typer.echo(f"wrote {out_dir / 'capacity.json'}")
     typer.echo(f"wrote {report}")
+    if found.failure is not None:
+        raise typer.Exit(code=1)
 
 
 RATE_ONLY = ("rate_min", "rate_max", "tolerance")

@@ -65,6 +65,8 @@ def _print_found(
     typer.echo(f"wrote {out_dir / 'capacity.json'}")
     for report in reports:
         typer.echo(f"wrote {report}")
+    if any(f.failure is not None for f in found):
+        raise typer.Exit(code=1)
 
 
 def _replicas(n: int) -> str:
@@ -75,6 +77,8 @@ def count_answer(found: CountFound, opts: CountOptions) -> str:
     """The answer of one count search, as a sentence."""
     result, row = found.search, found.row
     at = f"at {opts.at_rate:g} req/s"
+    if found.failure is not None:
+        return f"none: {found.failure.sentence()}; the same command runs it again"
     if result.outcome == "none_meets":
         return f"none meets: even {_replicas(opts.count_max)} miss the SLOs {at}"
     gpus = f" ({row.gpus} GPUs at TP{row.tensor_parallel})" if row.tensor_parallel > 1 else ""
@@ -92,11 +96,11 @@ def count_answer(found: CountFound, opts: CountOptions) -> str:
 
 def _print_options(found: list[CountFound], opts: CountOptions) -> None:
     """The options table (cheapest and Pareto front marked) and the answer line."""
-    from simkv.capacity.options import cheapest, pareto
+    from simkv.capacity.replicas import compared, first_option_failure
     from simkv.report.conventions import format_ms
 
     rows = [f.row for f in found]
-    best, front = cheapest(rows), pareto(rows)
+    best, front = compared(found)
     typer.echo(f"{'option':<16} {'replicas':>8} {'GPUs':>5} {'cost/h':>9} {'req/s':>7} "
                f"{'p99 TTFT':>9} {'p99 TPOT':>9}")  # fmt: skip
     for row, on_front in zip(rows, front, strict=True):
@@ -108,6 +112,11 @@ def _print_options(found: list[CountFound], opts: CountOptions) -> None:
         tpot = "—" if row.replicas is None else format_ms(row.p99_tpot_ms)
         typer.echo(f"{row.name:<16} {cells[0]:>8} {cells[1]:>5} {cells[2]:>9} {cells[3]:>7} "
                    f"{cells[4]:>9} {tpot:>9}  {marks}".rstrip())  # fmt: skip
+    failed = first_option_failure(found)
+    if failed is not None and failed.failure is not None:
+        typer.echo(f"answer: none: option {failed.row.name}: {failed.failure.sentence()}; "
+                   "the same command runs it again")  # fmt: skip
+        return
     if best is None:
         typer.echo(f"answer: none meets: no option meets the SLOs at {opts.at_rate:g} req/s "
                    f"with up to {_replicas(opts.count_max)}")  # fmt: skip

@@ -39,7 +39,7 @@ def sweep(
     """Run every point of a sweep; write runs/<id>/, sweep.parquet and report.html."""
     from simkv.progress import stderr_progress
     from simkv.report.sweep_report import write_sweep_report
-    from simkv.sweep.run import run_sweep
+    from simkv.sweep.run import first_failure, run_sweep
 
     try:
         with input_errors(ctx):
@@ -70,6 +70,10 @@ def sweep(
         f"{result.ran} runs ran, {result.skipped} skipped (complete), {result.failed} failed "
         f"in {result.wall_s:.1f} s ({executor.value})"
     )
+    failure = first_failure(result.table)
+    if failure is not None:
+        run_dir = result.out_dir / "runs" / failure[0]
+        typer.echo(f"first failure: {failure[1]} ({run_dir / 'error.txt'})")
     typer.echo(f"wrote {result.out_dir / 'sweep.parquet'}")
     typer.echo(f"wrote {report}")
     if result.failed:

@@ -223,6 +223,15 @@ def sweep_table(plan: SweepPlan, runs_dir: Path, errors: dict[str, str]) -> pd.D
     return pd.DataFrame(columns)
 
 
+def first_failure(table: pd.DataFrame) -> tuple[str, str] | None:
+    """The first failed run of a sweep.parquet table (in the sweep's order): its id and
+    one-line error; None when every run finished."""
+    failed = table[table["status"] == STATUS_FAILED]
+    if failed.empty:
+        return None
+    return str(failed["run_id"].iloc[0]), str(failed["error"].iloc[0])
+
+
 def default_out_dir(plan: SweepPlan) -> Path:
     """``reports/<sweep name>``, the CLI's default output folder."""
     return Path("reports") / plan.spec.name
