@@ -8,6 +8,11 @@ locks), each running one item at a time. The parent tracks which item each worke
   place; the other items go on;
 * an item running longer than ``timeout_s`` gets its worker killed and ``lost(item, "timeout
   ...")`` as its result;
+* a Ctrl-C never reaches a worker: a terminal sends it to the whole process group, and a
+  worker still importing (before its loop ignores SIGINT) would die printing a traceback, so
+  workers start with SIGINT ignored (:func:`_sigint_held`: a fresh Python that starts with
+  SIGINT ignored never installs its KeyboardInterrupt handler); the parent's own Ctrl-C
+  meanwhile is held and delivered once the workers are registered for cleanup;
 * workers die with the parent: on Linux each worker asks the kernel for SIGKILL when its parent
   dies (``prctl(PR_SET_PDEATHSIG)``), so a ``kill -9`` of the sweep leaves no worker behind; when
   the iteration ends early (an error, Ctrl-C) the parent kills the workers itself.
@@ -20,9 +25,11 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
@@ -40,6 +47,25 @@ def _die_with_parent(parent_pid: int) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT ignored for the block, so a process spawned in it inherits "ignored" (spawn
+    resets the signal mask, not an ignored disposition). SIGINT is blocked first: on Linux a
+    blocked signal is queued even while ignored, so a Ctrl-C arriving meanwhile reaches this
+    process's own handler when the block ends. Only the main thread may set handlers; other
+    threads change nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _serve(conn: Connection, fn: Callable[[Any], Any], parent_pid: int) -> None:
@@ -101,8 +127,10 @@ def map_isolated(
 ) -> Iterator[R]:  # fmt: skip
     """``fn`` over ``items`` on ``jobs`` workers; results as they finish (see the module)."""
     todo = deque(items)
-    workers = [_Worker(fn) for _ in range(min(jobs, len(items)))]
+    workers: list[_Worker] = []
     try:
+        with _sigint_held():
+            workers.extend(_Worker(fn) for _ in range(min(jobs, len(items))))
         while todo or any(w.busy for w in workers):
             for worker in workers:
                 if not worker.busy and todo:
@@ -121,7 +149,8 @@ def map_isolated(
                     continue
                 worker.kill()
                 if todo:
-                    workers[k] = _Worker(fn)
+                    with _sigint_held():
+                        workers[k] = _Worker(fn)
                 yield lost(worker.item, reason)
     finally:
         for worker in workers:
