@@ -20,12 +20,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +34,7 @@ import pyarrow.parquet as pq
 from simkv.config.sim import SimConfig
 from simkv.errors import InputError
 from simkv.run import simulate, write_run
+from simkv.sweep.deadline import time_limit
 from simkv.sweep.executors import make_executor
 from simkv.sweep.spec import PlannedRun, SweepPlan, load_sweep
 
@@ -136,27 +134,6 @@ class RunTimeout(Exception):
     """A run went past the sweep's per-run wall-clock limit."""
 
 
-@contextmanager
-def _time_limit(seconds: float | None) -> Iterator[None]:
-    """Raise :class:`RunTimeout` in this block after ``seconds`` of wall time (a SIGALRM timer:
-    only in a process's main thread, where the serial and process executors run; elsewhere the
-    process pool's kill is the limit)."""
-    if seconds is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(_signum: int, _frame: object) -> None:
-        raise RunTimeout(f"ran longer than {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def run_one(task: RunTask) -> RunRecord:
     """Simulate one run into a fresh ``run_dir``; any exception (a timeout too) becomes a
     failed record."""
@@ -165,9 +142,9 @@ def run_one(task: RunTask) -> RunRecord:
         shutil.rmtree(run_dir)  # no file of an earlier attempt may survive into this one
     run_dir.mkdir(parents=True)
     (run_dir / "point.json").write_text(json.dumps(task.point, indent=2) + "\n")
-    started = time.perf_counter()
+    started, limit = time.perf_counter(), task.timeout_s
     try:
-        with _time_limit(task.timeout_s):
+        with time_limit(limit, lambda: RunTimeout(f"ran longer than {limit:g} s")):
             cfg = SimConfig.model_validate(task.config)
             write_run(simulate(cfg, Path(task.base_dir)), run_dir)
     except Exception as err:  # one run's failure is that run's result; the sweep goes on
