@@ -39,8 +39,16 @@ def _failed_run(out: Path, stdout: str, first: str) -> Path:
 
 def test_a_rate_search_whose_runs_fail_is_no_answer(config: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    done = run_capacity(str(config), "--set", "kv_cache.num_blocks=2", "--rate-max", "4",
-                        "--out", str(out), cwd=tmp_path)  # fmt: skip
+    done = run_capacity(
+        str(config),
+        "--set",
+        "kv_cache.num_blocks=2",
+        "--rate-max",
+        "4",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert done.returncode == 1, done.stderr
     assert "none meets" not in done.stdout and "Traceback" not in done.stderr
     assert "answer: none: the run at workload.arrival.rate=0.25 failed: " + SMALL_KV in done.stdout
@@ -55,8 +63,8 @@ def test_a_rate_search_whose_runs_fail_is_no_answer(config: Path, tmp_path: Path
 
 def test_a_replica_search_whose_runs_fail_is_no_answer(config: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    done = run_capacity(str(config), "--set", "cost_model={kind: table, path: bad.csv}",
-                        "--at-rate", "4", "--count-max", "4", "--out", str(out), cwd=tmp_path)  # fmt: skip
+    args = ["--set", "cost_model={kind: table, path: bad.csv}", "--at-rate", "4"]
+    done = run_capacity(str(config), *args, "--count-max", "4", "--out", str(out), cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "answer: none: the run at fleet.replicas.0.count=1 failed: " in done.stdout
     _failed_run(out, done.stdout, str(tmp_path / BAD_COST))
@@ -74,8 +82,8 @@ def test_one_failed_option_names_no_cheapest_fleet(config: Path, tmp_path: Path)
         "set: ['cost_model={kind: table, path: bad.csv}']}\n"
     )
     out = tmp_path / "out"
-    done = run_capacity(str(config), "--at-rate", "4", "--count-max", "2", "--options",
-                        str(tmp_path / "options.yaml"), "--out", str(out), cwd=tmp_path)  # fmt: skip
+    args = ["--at-rate", "4", "--count-max", "2", "--options", str(tmp_path / "options.yaml")]
+    done = run_capacity(str(config), *args, "--out", str(out), cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "cheapest" not in done.stdout and "Pareto" not in done.stdout
     assert "answer: none: option bad: the run at fleet.replicas.0.count=1 failed: " in done.stdout
@@ -92,8 +100,12 @@ def test_a_sweep_names_its_first_failure(config: Path, tmp_path: Path) -> None:
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text("name: f\nbase: cap.yaml\ngrid:\n  kv_cache.num_blocks: [2000, 2, 3]\n")
     out = tmp_path / "out"
-    done = subprocess.run([SIMKV, "sweep", str(sweep), "--out", str(out)],
-                          capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    done = subprocess.run(
+        [SIMKV, "sweep", str(sweep), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert done.returncode == 1, done.stderr
     table = pd.read_parquet(out / "sweep.parquet")
     first = table[table.status == "failed"].run_id.iloc[0]
