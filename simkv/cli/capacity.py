@@ -44,7 +44,7 @@ def capacity(
     ] = None,
     run_timeout: Annotated[
         float | None,
-        typer.Option(help="Wall-clock limit per run, s; a run past it does not meet.", min=0),
+        typer.Option(help="Wall-clock limit per run, s; a run past it fails the search.", min=0),
     ] = None,
     at_rate: Annotated[
         float | None,
