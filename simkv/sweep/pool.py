@@ -52,10 +52,13 @@ def _die_with_parent(parent_pid: int) -> None:
 @contextmanager
 def _sigint_held() -> Iterator[None]:
     """SIGINT ignored for the block, so a process spawned in it inherits "ignored" (spawn
-    resets the signal mask, not an ignored disposition). SIGINT is blocked first: on Linux a
-    blocked signal is queued even while ignored, so a Ctrl-C arriving meanwhile reaches this
-    process's own handler when the block ends. Only the main thread may set handlers; other
-    threads change nothing."""
+    resets the signal mask, not an ignored disposition). SIGINT is blocked in this thread
+    first: on Linux a blocked signal is queued even while ignored, so a Ctrl-C arriving
+    meanwhile reaches this process's own handler when the block ends. The disposition is the
+    whole process's, though: when the kernel hands that Ctrl-C to another thread (numpy's
+    and pyarrow's pools do not block it) it is dropped, so a Ctrl-C landing in the
+    milliseconds a spawn takes can be lost (press it again); the block covers only
+    ``Process.start``. Only the main thread may set handlers; other threads change nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -63,8 +66,8 @@ def _sigint_held() -> Iterator[None]:
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
-    finally:
-        signal.signal(signal.SIGINT, handler)
+    finally:  # a handler installed outside Python reads as None: the default then
+        signal.signal(signal.SIGINT, signal.SIG_DFL if handler is None else handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
