@@ -10,9 +10,8 @@ locks), each running one item at a time. The parent tracks which item each worke
   ...")`` as its result;
 * a Ctrl-C never reaches a worker: a terminal sends it to the whole process group, and a
   worker still importing (before its loop ignores SIGINT) would die printing a traceback, so
-  workers start with SIGINT ignored (:func:`_sigint_held`: a fresh Python that starts with
-  SIGINT ignored never installs its KeyboardInterrupt handler); the parent's own Ctrl-C
-  meanwhile is held and delivered once the workers are registered for cleanup;
+  workers start with SIGINT blocked (:func:`_sigint_held`) and keep it blocked; the parent's
+  own Ctrl-C is untouched;
 * workers die with the parent: on Linux each worker asks the kernel for SIGKILL when its parent
   dies (``prctl(PR_SET_PDEATHSIG)``), so a ``kill -9`` of the sweep leaves no worker behind; when
   the iteration ends early (an error, Ctrl-C) the parent kills the workers itself.
@@ -25,11 +24,11 @@ import multiprocessing
 import os
 import signal
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
@@ -51,23 +50,16 @@ def _die_with_parent(parent_pid: int) -> None:
 
 @contextmanager
 def _sigint_held() -> Iterator[None]:
-    """SIGINT ignored for the block, so a process spawned in it inherits "ignored" (spawn
-    resets the signal mask, not an ignored disposition). SIGINT is blocked in this thread
-    first: on Linux a blocked signal is queued even while ignored, so a Ctrl-C arriving
-    meanwhile reaches this process's own handler when the block ends. The disposition is the
-    whole process's, though: when the kernel hands that Ctrl-C to another thread (numpy's
-    and pyarrow's pools do not block it) it is dropped, so a Ctrl-C landing in the
-    milliseconds a spawn takes can be lost (press it again); the block covers only
-    ``Process.start``. Only the main thread may set handlers; other threads change nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    """SIGINT blocked in this thread for the block, so a process spawned in it inherits the
+    block and never sees a Ctrl-C: the mask survives spawn's fork and exec (multiprocessing's
+    resource tracker relies on the same). The handlers are untouched, so this process's own
+    Ctrl-C is never lost: it is delivered when the block ends, or at once through another
+    thread. The resource tracker is started first: starting it unblocks SIGINT."""
+    resource_tracker.ensure_running()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
-    finally:  # a handler installed outside Python reads as None: the default then
-        signal.signal(signal.SIGINT, signal.SIG_DFL if handler is None else handler)
+    finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
@@ -133,7 +125,8 @@ def map_isolated(
     workers: list[_Worker] = []
     try:
         with _sigint_held():
-            workers.extend(_Worker(fn) for _ in range(min(jobs, len(items))))
+            for _ in range(min(jobs, len(items))):
+                workers.append(_Worker(fn))
         while todo or any(w.busy for w in workers):
             for worker in workers:
                 if not worker.busy and todo:
