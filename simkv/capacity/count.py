@@ -13,6 +13,8 @@ narrows ``[count_min, count_max]`` until the bracket's ends are neighbours.
   ``per_round + 1``. The counts depend only on the bracket and ``per_round``, never on the
   executor.
 * The search stops when ``meets − fails = 1``; the answer is ``meets``.
+* A count whose run failed (verdict ``None``) stops the search after its round (outcome
+  ``failed``, no answer), as in :mod:`simkv.capacity.search`: never taken for a miss.
 
 More replicas share the same offered load, so "meets" is assumed monotone (false below the
 answer, true above). Where noise breaks that, the search stays conservative: the new lower end
@@ -24,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simkv.capacity.search import Outcome, SearchError
+from simkv.capacity.search import Outcome, SearchError, Verdict
 
-CountJudge = Callable[[list[int]], dict[int, bool]]
-"""Replica counts → whether each meets the SLOs (a mapping with every count asked for)."""
+CountJudge = Callable[[list[int]], dict[int, Verdict]]
+"""Replica counts → the verdict on each (a mapping with every count asked for)."""
 
 
 @dataclass(frozen=True)
@@ -46,14 +48,14 @@ class CountBracket:
 @dataclass(frozen=True)
 class CountResult:
     """How a count search ended. ``answer``: the fewest replicas found to meet the SLOs (None
-    when none does); ``bracket``: the final bracket (None unless ``found``); ``judged``: every
-    count judged, in judging order, with its verdict; ``rounds``: judging rounds, round 0
-    included."""
+    when none does, or a run failed); ``bracket``: the final bracket (None unless ``found``);
+    ``judged``: every count judged, in judging order, with its verdict; ``rounds``: judging
+    rounds, round 0 included."""
 
     outcome: Outcome
     answer: int | None
     bracket: CountBracket | None
-    judged: tuple[tuple[int, bool], ...]
+    judged: tuple[tuple[int, Verdict], ...]
     rounds: int
 
 
@@ -87,14 +89,19 @@ def search_count(
     """The fewest replicas in ``[count_min, count_max]`` meeting the SLOs: see the module
     docstring."""
     check_count_parameters(count_min, count_max, per_round)
-    judged: list[tuple[int, bool]] = []
+    judged: list[tuple[int, Verdict]] = []
 
-    def ask(counts: list[int]) -> dict[int, bool]:
+    def ask(counts: list[int]) -> dict[int, bool] | None:
+        """The round's verdicts, or None when one of its runs failed."""
         verdicts = judge(counts)
         judged.extend((c, verdicts[c]) for c in counts)
-        return verdicts
+        if any(verdicts[c] is None for c in counts):
+            return None
+        return {c: bool(verdicts[c]) for c in counts}
 
     ends = ask([count_min, count_max])
+    if ends is None:
+        return CountResult("failed", None, None, tuple(judged), 1)
     if not ends[count_max]:
         return CountResult("none_meets", None, None, tuple(judged), 1)
     if ends[count_min]:
@@ -102,6 +109,9 @@ def search_count(
     bracket, rounds = CountBracket(count_min, count_max), 1
     while bracket.meets - bracket.fails > 1:
         # never empty: with width ≥ 2, fails + ⌊per_round × width / (per_round + 1)⌋ is inside
-        bracket = narrowed_count(bracket, ask(interior_counts(bracket, per_round)))
+        verdicts = ask(interior_counts(bracket, per_round))
         rounds += 1
+        if verdicts is None:
+            return CountResult("failed", None, None, tuple(judged), rounds)
+        bracket = narrowed_count(bracket, verdicts)
     return CountResult("found", bracket.meets, bracket, tuple(judged), rounds)

@@ -13,7 +13,10 @@ axis plus ``capacity.json``.
 With options (:mod:`simkv.config.fleet_options`), each option's search has its own such
 folder ``<out>/<option name>/``; ``<out>/capacity.json`` holds one row per option (replicas,
 GPUs, cost per hour, throughput, p99 latencies), the cheapest and the Pareto front
-(:mod:`simkv.capacity.options`).
+(:mod:`simkv.capacity.options`). A run that fails stops its option's search (outcome
+``failed``, :class:`simkv.capacity.run.RunFailure`); the other options still run, but with any
+option failed the comparison has no cheapest fleet and no Pareto front (the failed option
+could have been either): its outcome is ``failed`` and it names the first failure.
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from typing import Any
 
 from simkv.capacity.count import CountResult, check_count_parameters, search_count
 from simkv.capacity.options import OptionRow, cheapest, pareto
-from simkv.capacity.run import CAPACITY_FILE, RunOptions, SearchRuns, rate_axis, write_json
+from simkv.capacity.run import (
+    CAPACITY_FILE,
+    RunFailure,
+    RunOptions,
+    SearchRuns,
+    rate_axis,
+    write_json,
+)
 from simkv.capacity.search import SearchError
 from simkv.config.fleet import ENGINE_SECTIONS
 from simkv.config.fleet_options import FleetOption, FleetOptions
@@ -52,14 +62,16 @@ class CountOptions(RunOptions):
 
 @dataclass(frozen=True)
 class CountFound:
-    """A finished count search: its result, the folder, the simulations it ran now and its
-    row (price and GPUs per replica; price 0 without options)."""
+    """A finished count search: its result, the folder, the simulations it ran now, its
+    row (price and GPUs per replica; price 0 without options) and its first failed run
+    (None unless the outcome is ``failed``)."""
 
     search: CountResult
     out_dir: Path
     simulated: int
     reused: int
     row: OptionRow
+    failure: RunFailure | None = None
 
 
 def count_sets(config: Path, sets: list[str], at_rate: float) -> list[str]:
@@ -120,8 +132,9 @@ def find_min_count(
 
     result = search_count(judge, opts.count_min, opts.count_max, per_round=opts.per_round)
     row = _row(runs, result, option)
-    runs.write(_count_answer(runs, result, opts, row))
-    return CountFound(result, out, runs.simulated, runs.reused, row)
+    failure = runs.first_failure(result.judged)
+    runs.write(_count_answer(runs, result, opts, row, failure))
+    return CountFound(result, out, runs.simulated, runs.reused, row, failure)
 
 
 def _row(runs: SearchRuns, result: CountResult, option: FleetOption | None) -> OptionRow:
@@ -137,8 +150,9 @@ def _row(runs: SearchRuns, result: CountResult, option: FleetOption | None) -> O
 
 
 def _count_answer(
-    runs: SearchRuns, result: CountResult, opts: CountOptions, row: OptionRow
-) -> dict[str, Any]:
+    runs: SearchRuns, result: CountResult, opts: CountOptions, row: OptionRow,
+    failure: RunFailure | None,
+) -> dict[str, Any]:  # fmt: skip
     """capacity.json of a count search."""
     bracket = result.bracket
     return {
@@ -150,6 +164,7 @@ def _count_answer(
         "answer_gpus": row.gpus,
         "bracket": None if bracket is None else [bracket.fails, bracket.meets],
         "rounds": result.rounds, "simulations": len(result.judged),
+        "failure": None if failure is None else failure.record(runs.out),
         "judged": runs.judged_rows(result.judged, "replicas"),
     }  # fmt: skip
 
@@ -170,15 +185,32 @@ def find_cheapest(
     return found
 
 
+def first_option_failure(found: list[CountFound]) -> CountFound | None:
+    """The first option's search (in the file's order) that failed."""
+    return next((f for f in found if f.failure is not None), None)
+
+
+def compared(found: list[CountFound]) -> tuple[OptionRow | None, list[bool]]:
+    """The cheapest row and the Pareto marks; neither when an option failed (its fleet could
+    have been the cheapest or on the front)."""
+    rows = [f.row for f in found]
+    if first_option_failure(found) is not None:
+        return None, [False] * len(rows)
+    return cheapest(rows), pareto(rows)
+
+
 def fleets_answer(
     config: Path, sets: list[str], opts: CountOptions, found: list[CountFound]
 ) -> dict[str, Any]:
     """capacity.json of a search among options."""
     rows = [f.row for f in found]
-    best, front = cheapest(rows), pareto(rows)
+    (best, front), failed = compared(found), first_option_failure(found)
+    outcome = "failed" if failed else "none_meets" if best is None else "found"
     return {
         "search": "fleets", "config": str(config), "set": sets, "at_rate": opts.at_rate,
-        "count_min": opts.count_min, "count_max": opts.count_max,
+        "count_min": opts.count_min, "count_max": opts.count_max, "outcome": outcome,
+        "failure": None if failed is None or failed.failure is None else {
+            "option": failed.row.name, **failed.failure.record(failed.out_dir.parent)},
         "cheapest": None if best is None else best.name,
         "simulations": sum(len(f.search.judged) for f in found),
         "options": [{

@@ -6,8 +6,10 @@ trace's arrival times, ``workload.arrival.rate`` sets a generator's); every rate
 (:func:`simkv.sweep.run.run_one` on the sweep executors) into ``runs/<id>/`` with a DONE
 marker, so an interrupted search resumed with the same options redoes only what is missing.
 A rate *meets* when its run meets the config's SLOs (:func:`simkv.metrics.slo.meets_slos`)
-and, with ``min_good_fraction``, at least that share of its requests met every SLO; a run that
-fails (an error, a timeout) does not meet.
+and, with ``min_good_fraction``, at least that share of its requests met every SLO. A run that
+fails (an error, a timeout, a dead worker) is no verdict on the SLOs: its verdict is ``None``,
+the search stops (outcome ``failed``) and the answer names the first failure
+(:class:`RunFailure`: its one-line error and run folder), which the CLI reports with exit 1.
 
 The folder is also a sweep folder over the rate axis (``sweep.json``, ``sweep.parquet``: runs
 in increasing rate), so ``simkv report`` draws its latency-vs-rate curves, SLO lines and knee;
@@ -22,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from simkv.capacity.search import SearchError, SearchResult, check_parameters, search
+from simkv.capacity.search import (
+    SearchError,
+    SearchResult,
+    Verdict,
+    check_parameters,
+    search,
+)
 from simkv.config.limits import MAX_NAME_CHARS
 from simkv.config.sim import SimConfig, dump_resolved
 from simkv.errors import InputError
@@ -89,14 +97,37 @@ class CapacityOptions(RunOptions):
 
 
 @dataclass(frozen=True)
+class RunFailure:
+    """The first failed run of a search (in judging order): the axis value it ran, its folder
+    and its one-line error (the whole traceback is in ``run_dir/error.txt``)."""
+
+    axis: str
+    value: Any
+    run_dir: Path
+    error: str
+
+    def record(self, out: Path) -> dict[str, Any]:
+        """The failure as capacity.json holds it (the folder relative to ``out``)."""
+        return {"axis": self.axis, "value": self.value,
+                "run": str(self.run_dir.relative_to(out)), "error": self.error}  # fmt: skip
+
+    def sentence(self) -> str:
+        """One line: which run failed, why, and where its traceback is."""
+        return (f"the run at {self.axis}={self.value:g} failed: {self.error} "
+                f"({self.run_dir / 'error.txt'})")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class CapacityResult:
-    """A finished search: its result, the folder, the axis and the simulations it ran now."""
+    """A finished search: its result, the folder, the axis, the simulations it ran now and
+    its first failed run (None unless the outcome is ``failed``)."""
 
     search: SearchResult
     out_dir: Path
     axis: str
     simulated: int
     reused: int
+    failure: RunFailure | None = None
 
 
 def _sweep_name(folder: str) -> str:
@@ -152,8 +183,8 @@ class SearchRuns:
         point = {self.axis: value}
         return PlannedRun(f"{slug(point)}-{digest[:12]}", point, cfg, text, digest)
 
-    def judge(self, values: list[Any]) -> dict[Any, bool]:
-        """Run (or reuse) each value's simulation; whether each meets."""
+    def judge(self, values: list[Any]) -> dict[Any, Verdict]:
+        """Run (or reuse) each value's simulation; whether each meets (None: it failed)."""
         runs_dir = self.out / "runs"
         make_folder(runs_dir)
         tasks = []
@@ -173,9 +204,9 @@ class SearchRuns:
                 self.errors[record.run_id] = record.error or "failed"
         return {value: self.meets(self.planned[value]) for value in values}
 
-    def meets(self, run: PlannedRun) -> bool:
+    def meets(self, run: PlannedRun) -> Verdict:
         if run.run_id in self.errors:
-            return False
+            return None
         summary = self.summary(run)
         if not meets_slos(summary, run.config.slo):
             return False
@@ -187,7 +218,18 @@ class SearchRuns:
         """The run's ``summary.json`` (empty when it has none)."""
         return read_summary(self.out / "runs" / run.run_id) or {}
 
-    def judged_rows(self, judged: tuple[tuple[Any, bool], ...], key: str) -> list[dict[str, Any]]:
+    def first_failure(self, judged: tuple[tuple[Any, Verdict], ...]) -> RunFailure | None:
+        """The first value judged whose run failed, in judging order (None when none did)."""
+        for value, ok in judged:
+            if ok is None:
+                run = self.planned[value]
+                error = self.errors.get(run.run_id, "failed")
+                return RunFailure(self.axis, value, self.out / "runs" / run.run_id, error)
+        return None
+
+    def judged_rows(
+        self, judged: tuple[tuple[Any, Verdict], ...], key: str
+    ) -> list[dict[str, Any]]:
         """One row per judged value (``key``: its name): run, verdict, error and p99s."""
         rows = []
         for value, ok in judged:
@@ -216,7 +258,9 @@ class SearchRuns:
         write_json(self.out / CAPACITY_FILE, answer)
 
 
-def rate_answer(runs: SearchRuns, result: SearchResult, opts: CapacityOptions) -> dict[str, Any]:
+def rate_answer(
+    runs: SearchRuns, result: SearchResult, opts: CapacityOptions, failure: RunFailure | None
+) -> dict[str, Any]:
     """capacity.json of a rate search."""
     bracket = result.bracket
     return {
@@ -227,6 +271,7 @@ def rate_answer(runs: SearchRuns, result: SearchResult, opts: CapacityOptions) -
         "outcome": result.outcome, "answer_rate": result.answer,
         "bracket": None if bracket is None else [bracket.meets, bracket.fails],
         "rounds": result.rounds, "simulations": len(result.judged),
+        "failure": None if failure is None else failure.record(runs.out),
         "judged": runs.judged_rows(result.judged, "rate"),
     }  # fmt: skip
 
@@ -253,5 +298,6 @@ def find_capacity(
 
     result = search(judge, opts.rate_min, opts.rate_max,
                     tolerance=opts.tolerance, per_round=opts.per_round)  # fmt: skip
-    runs.write(rate_answer(runs, result, opts))
-    return CapacityResult(result, out, runs.axis, runs.simulated, runs.reused)
+    failure = runs.first_failure(result.judged)
+    runs.write(rate_answer(runs, result, opts, failure))
+    return CapacityResult(result, out, runs.axis, runs.simulated, runs.reused, failure)

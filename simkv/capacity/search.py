@@ -12,6 +12,10 @@ objectives (the caller simulates them, in parallel if it likes), and :func:`sear
   rates depend only on the bracket and ``per_round`` (never on how many workers run them), so
   the evaluated rates and the answer are the same under every executor.
 * The search stops when ``fails / meets ≤ 1 + tolerance``; the answer is ``meets``.
+* A rate whose run failed (an error, a timeout, a dead worker: verdict ``None``) neither meets
+  nor misses the SLOs, so it can neither narrow the bracket nor be trusted to leave it alone:
+  the search stops after the round that judged it (outcome ``failed``, no answer). It is never
+  taken for a miss, which would move the next rates below it.
 
 Serving latency grows with the offered rate, so "meets" is assumed monotone (true below the
 answer, false above). Where noise breaks that, the search stays conservative: the new upper end
@@ -30,9 +34,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 SIGNIFICANT_DIGITS = 4
-Judge = Callable[[list[float]], dict[float, bool]]
-"""Rates → whether each meets the SLOs (a mapping with every rate asked for)."""
-Outcome = Literal["found", "none_meets", "all_meet"]
+Verdict = bool | None
+"""Whether a run meets the SLOs; ``None`` when the run failed (it says nothing of the SLOs)."""
+Judge = Callable[[list[float]], dict[float, Verdict]]
+"""Rates → the verdict on each (a mapping with every rate asked for)."""
+Outcome = Literal["found", "none_meets", "all_meet", "failed"]
 
 
 class SearchError(ValueError):
@@ -63,13 +69,14 @@ class Bracket:
 @dataclass(frozen=True)
 class SearchResult:
     """How a search ended. ``answer``: the highest rate found to meet the SLOs (None when
-    none does); ``bracket``: the final bracket (None unless ``found``); ``judged``: every rate
-    judged, in judging order, with its verdict; ``rounds``: judging rounds, round 0 included."""
+    none does, or a run failed); ``bracket``: the final bracket (None unless ``found``);
+    ``judged``: every rate judged, in judging order, with its verdict; ``rounds``: judging
+    rounds, round 0 included."""
 
     outcome: Outcome
     answer: float | None
     bracket: Bracket | None
-    judged: tuple[tuple[float, bool], ...]
+    judged: tuple[tuple[float, Verdict], ...]
     rounds: int
 
 
@@ -109,14 +116,19 @@ def search(
     (relative): see the module docstring."""
     check_parameters(rate_min, rate_max, tolerance, per_round)
     lo, hi = rounded(rate_min), rounded(rate_max)
-    judged: list[tuple[float, bool]] = []
+    judged: list[tuple[float, Verdict]] = []
 
-    def ask(rates: list[float]) -> dict[float, bool]:
+    def ask(rates: list[float]) -> dict[float, bool] | None:
+        """The round's verdicts, or None when one of its runs failed."""
         verdicts = judge(rates)
         judged.extend((r, verdicts[r]) for r in rates)
-        return verdicts
+        if any(verdicts[r] is None for r in rates):
+            return None
+        return {r: bool(verdicts[r]) for r in rates}
 
     ends = ask([lo, hi])
+    if ends is None:
+        return SearchResult("failed", None, None, tuple(judged), 1)
     if not ends[lo]:
         return SearchResult("none_meets", None, None, tuple(judged), 1)
     if ends[hi]:
@@ -126,6 +138,9 @@ def search(
         rates = interior_rates(bracket, per_round)
         if not rates:
             break
-        bracket = narrowed(bracket, ask(rates))
+        verdicts = ask(rates)
         rounds += 1
+        if verdicts is None:
+            return SearchResult("failed", None, None, tuple(judged), rounds)
+        bracket = narrowed(bracket, verdicts)
     return SearchResult("found", bracket.meets, bracket, tuple(judged), rounds)

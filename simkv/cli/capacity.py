@@ -8,7 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from simkv.cli.common import ForceOption, SetOption, input_errors, interrupted_search
+from simkv.cli.common import (
+    ForceOption,
+    SetOption,
+    input_errors,
+    interrupted_search,
+    kept_aside,
+    shown_failure,
+)
 from simkv.cli.sweeps import Executor
 
 
@@ -44,7 +51,7 @@ def capacity(
     ] = None,
     run_timeout: Annotated[
         float | None,
-        typer.Option(help="Wall-clock limit per run, s; a run past it does not meet.", min=0),
+        typer.Option(help="Wall-clock limit per run, s; a run past it fails the search.", min=0),
     ] = None,
     at_rate: Annotated[
         float | None,
@@ -102,17 +109,21 @@ def capacity(
             with new_output(out_dir, Kind.CAPACITY, force=force) as staging:
                 found = find_capacity(config, set_ or [], staging.path, opts, _print_round)
                 write_sweep_report(staging.path)
+                staging.keep = found.failure is not None and staging.earlier
         except KeyboardInterrupt:
             typer.echo(interrupted_search(out_dir), err=True)
             raise typer.Exit(code=130) from None
         report = out_dir / "report.html"
+    failure = shown_failure(found.failure, staging, out_dir)
     result = found.search
     typer.echo(
         f"{len(result.judged)} simulations in {result.rounds} rounds "
         f"({found.simulated} run now, {found.reused} reused from {out_dir})"
     )
     axis = found.axis
-    if result.outcome == "none_meets":
+    if failure is not None:
+        typer.echo(f"answer: none: {failure.sentence()}; the same command runs it again")
+    elif result.outcome == "none_meets":
         typer.echo(f"answer: none meets: even {axis}={result.judged[0][0]:g} misses the SLOs")
     elif result.outcome == "all_meet":
         typer.echo(
@@ -122,8 +133,13 @@ def capacity(
     else:
         above = "" if result.bracket is None else f"; {result.bracket.fails:g} req/s does not"
         typer.echo(f"answer: {axis}={result.answer:g} req/s meets the SLOs{above}")
-    typer.echo(f"wrote {out_dir / 'capacity.json'}")
-    typer.echo(f"wrote {report}")
+    if staging.keep:
+        typer.echo(kept_aside(out_dir, "search", "the same command"), err=True)
+    else:
+        typer.echo(f"wrote {out_dir / 'capacity.json'}")
+        typer.echo(f"wrote {report}")
+    if failure is not None:
+        raise typer.Exit(code=1)
 
 
 RATE_ONLY = ("rate_min", "rate_max", "tolerance")

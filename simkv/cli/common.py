@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from simkv import __version__
 from simkv.errors import InputError
 from simkv.outputs import cannot
+
+if TYPE_CHECKING:
+    from simkv.capacity.run import RunFailure
+    from simkv.outputs import Staging
 
 # Help is plain click text: rich markup would eat anything in square brackets ([default: …]).
 app = typer.Typer(
@@ -128,3 +133,11 @@ def kept_aside(out_dir: Path, what: str, again: str) -> str:
         f"the complete earlier one; its results wait in .{out_dir.name}.partial beside it. "
         f"Fix the cause and continue with: {again}"
     )
+
+
+def shown_failure(failure: RunFailure | None, staging: Staging, out_dir: Path) -> RunFailure | None:
+    """``failure`` with its run folder where the user finds it: in ``out_dir`` once the search
+    is published, else in the staging folder that waits beside it."""
+    if failure is None or staging.keep:
+        return failure
+    return replace(failure, run_dir=out_dir / failure.run_dir.relative_to(staging.path))

@@ -4,12 +4,13 @@ target rate, and the cheapest fleet among priced options (printing only; the sea
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 
 from simkv.capacity.replicas import CountFound, CountOptions
-from simkv.cli.common import input_errors, interrupted_search
+from simkv.cli.common import input_errors, interrupted_search, kept_aside, shown_failure
 
 
 def fleet_capacity(
@@ -41,10 +42,16 @@ def fleet_capacity(
                     found = find_cheapest(config, sets, work, opts, options, _print_round)
                 reports = [out_dir / write_sweep_report(f.out_dir).relative_to(work)
                            for f in found]  # fmt: skip
+                staging.keep = staging.earlier and any(f.failure is not None for f in found)
         except KeyboardInterrupt:
             typer.echo(interrupted_search(out_dir), err=True)
             raise typer.Exit(code=130) from None
-    _print_found(found, opts, options is not None, out_dir, reports)
+    found = [replace(f, failure=shown_failure(f.failure, staging, out_dir)) for f in found]
+    _print_found(found, opts, options is not None, out_dir, [] if staging.keep else reports)
+    if staging.keep:
+        typer.echo(kept_aside(out_dir, "search", "the same command"), err=True)
+    if any(f.failure is not None for f in found):
+        raise typer.Exit(code=1)
 
 
 def _print_found(
@@ -62,7 +69,8 @@ def _print_found(
         _print_options(found, opts)
     else:
         typer.echo("answer: " + count_answer(found[0], opts))
-    typer.echo(f"wrote {out_dir / 'capacity.json'}")
+    if reports:  # none when the search waits beside an earlier one (kept aside)
+        typer.echo(f"wrote {out_dir / 'capacity.json'}")
     for report in reports:
         typer.echo(f"wrote {report}")
 
@@ -75,6 +83,8 @@ def count_answer(found: CountFound, opts: CountOptions) -> str:
     """The answer of one count search, as a sentence."""
     result, row = found.search, found.row
     at = f"at {opts.at_rate:g} req/s"
+    if found.failure is not None:
+        return f"none: {found.failure.sentence()}; the same command runs it again"
     if result.outcome == "none_meets":
         return f"none meets: even {_replicas(opts.count_max)} miss the SLOs {at}"
     gpus = f" ({row.gpus} GPUs at TP{row.tensor_parallel})" if row.tensor_parallel > 1 else ""
@@ -92,11 +102,11 @@ def count_answer(found: CountFound, opts: CountOptions) -> str:
 
 def _print_options(found: list[CountFound], opts: CountOptions) -> None:
     """The options table (cheapest and Pareto front marked) and the answer line."""
-    from simkv.capacity.options import cheapest, pareto
+    from simkv.capacity.replicas import compared, first_option_failure
     from simkv.report.conventions import format_ms
 
     rows = [f.row for f in found]
-    best, front = cheapest(rows), pareto(rows)
+    best, front = compared(found)
     typer.echo(f"{'option':<16} {'replicas':>8} {'GPUs':>5} {'cost/h':>9} {'req/s':>7} "
                f"{'p99 TTFT':>9} {'p99 TPOT':>9}")  # fmt: skip
     for row, on_front in zip(rows, front, strict=True):
@@ -108,6 +118,11 @@ def _print_options(found: list[CountFound], opts: CountOptions) -> None:
         tpot = "—" if row.replicas is None else format_ms(row.p99_tpot_ms)
         typer.echo(f"{row.name:<16} {cells[0]:>8} {cells[1]:>5} {cells[2]:>9} {cells[3]:>7} "
                    f"{cells[4]:>9} {tpot:>9}  {marks}".rstrip())  # fmt: skip
+    failed = first_option_failure(found)
+    if failed is not None and failed.failure is not None:
+        typer.echo(f"answer: none: option {failed.row.name}: {failed.failure.sentence()}; "
+                   "the same command runs it again")  # fmt: skip
+        return
     if best is None:
         typer.echo(f"answer: none meets: no option meets the SLOs at {opts.at_rate:g} req/s "
                    f"with up to {_replicas(opts.count_max)}")  # fmt: skip

@@ -41,7 +41,7 @@ def sweep(
     from simkv.outputs import Kind, new_output
     from simkv.progress import stderr_progress
     from simkv.report.sweep_report import write_sweep_report
-    from simkv.sweep.run import default_out_dir, run_sweep
+    from simkv.sweep.run import default_out_dir, first_failure, run_sweep
     from simkv.sweep.spec import load_sweep
 
     out_dir = out or Path("reports") / sweep_file.stem  # until the sweep's name is read
@@ -76,6 +76,10 @@ def sweep(
         f"{result.ran} runs ran, {result.skipped} skipped (complete), {result.failed} failed "
         f"in {result.wall_s:.1f} s ({executor.value})"
     )
+    where = staging.path if staging.keep else out_dir
+    failure = first_failure(result.table)
+    if failure is not None:
+        typer.echo(f"first failure: {failure[1]} ({where / 'runs' / failure[0] / 'error.txt'})")
     if staging.keep:
         typer.echo(kept_aside(out_dir, "sweep", f"simkv sweep {sweep_file} --resume"), err=True)
     else:

@@ -19,9 +19,12 @@ def capacity_lines(sweep_dir: Path) -> list[str]:
         return []
     parent = _read_json(sweep_dir.parent / "capacity.json") or {}
     try:
+        failed = failure_line(found, "Capacity" if found.get("search") == "rate" else "Replicas")
         if found.get("search") == "replicas":
             fleets = fleet_lines(parent) if parent.get("search") == "fleets" else []
-            return [*fleets, replica_line(found)]
+            return [*fleets, failed or replica_line(found)]
+        if failed:
+            return [failed]
         outcome, axis, rate = found["outcome"], found["axis"], found["answer_rate"]
         count, tolerance, bracket = found["simulations"], found["tolerance"], found["bracket"]
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -34,6 +37,16 @@ def capacity_lines(sweep_dir: Path) -> list[str]:
         return [f"Capacity: every {axis} searched meets the SLOs, up to {rate:g} req/s "
                 f"({searched})."]  # fmt: skip
     return [f"Capacity: no {axis} searched meets the SLOs ({searched})."]
+
+
+def failure_line(found: dict[str, Any], head: str) -> str | None:
+    """The search's first failed run (capacity.json's ``failure``), else None: a search with a
+    failed run has no answer."""
+    failure = found.get("failure")
+    if not failure:
+        return None
+    return (f"{head}: no answer: the run at {failure['axis']}={failure['value']:g} failed "
+            f"({failure['run']}): {failure['error']}")  # fmt: skip
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -62,11 +75,18 @@ def replica_line(found: dict[str, Any]) -> str:
 def fleet_lines(fleets: dict[str, Any]) -> list[str]:
     """The options compared by ``simkv capacity --options``: the cheapest, then one line per
     option (replicas, GPUs, cost per hour, p99s; the Pareto front marked)."""
+    failure = fleets.get("failure")
+    cheapest = fleets["cheapest"] or "none"
+    if failure:
+        cheapest = f"none: option {failure['option']} failed, so none is named"
     lines = [
-        f"Fleets at {fleets['at_rate']:g} req/s: cheapest {fleets['cheapest'] or 'none'} "
+        f"Fleets at {fleets['at_rate']:g} req/s: cheapest {cheapest} "
         f"({fleets['simulations']} simulations over {len(fleets['options'])} options)."
     ]
     for row in fleets["options"]:
+        if row["outcome"] == "failed":
+            lines.append(f"Option {row['name']}: a run failed, no answer.")
+            continue
         if row["replicas"] is None:
             lines.append(f"Option {row['name']}: no count searched meets the SLOs.")
             continue

@@ -32,6 +32,7 @@ from simkv.report.sweep_figures import (
     pareto_mask,
 )
 from simkv.report.sweep_folder import (
+    STATUS_OK,
     SweepFolder,
     axis_value,
     is_numeric_axis,
@@ -190,11 +191,25 @@ def _run_name(sweep: SweepFolder, index: Any) -> str:
     return f"#{run_number(index)} ({point_label(sweep.table.loc[index], sweep.axes)})"
 
 
+def failure_lines(sweep: SweepFolder) -> list[str]:
+    """The failed runs, first in the summary: how many, and the first one's error and folder
+    (a failed run says nothing of the SLOs, so what follows covers the finished runs only)."""
+    failed = sweep.table[sweep.table["status"] != STATUS_OK]
+    if failed.empty:
+        return []
+    first = failed.index[0]
+    return [f"{len(failed)} of {len(sweep.table)} runs failed; the first, "
+            f"{_run_name(sweep, first)} (runs/{failed.loc[first, 'run_id']}): "
+            f"{failed.loc[first, 'error']}. Fix them and run again: the best run, the SLO "
+            "count and the knee below cover the finished runs only and may change."]  # fmt: skip
+
+
 def summary_lines(sweep: SweepFolder) -> list[str]:
-    """The summary box: best run by the main objective, runs meeting the SLOs, the knee."""
+    """The summary box: failed runs, best run by the main objective, runs meeting the SLOs,
+    the knee."""
     ok = sweep.ok
     if ok.empty:
-        return ["No run finished."]
+        return [*failure_lines(sweep), "No run finished."]
     metric = sm.objective(ok)
     best = sm.best_row(ok, metric)
     name = "request goodput" if metric == sm.GOODPUT else "request throughput"
@@ -210,7 +225,7 @@ def summary_lines(sweep: SweepFolder) -> list[str]:
         lines.append(f"Runs meeting the SLOs ({slo_text(sweep)}): {len(met)} of {len(ok)}: {runs}.")
     else:
         lines.append("No SLO is set, so the main objective is request throughput.")
-    return lines + knee_sentences(sweep, x_axis(sweep))
+    return failure_lines(sweep) + lines + knee_sentences(sweep, x_axis(sweep))
 
 
 def slo_text(sweep: SweepFolder) -> str:

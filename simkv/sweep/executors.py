@@ -9,17 +9,29 @@ incomplete run folder, which a resumed sweep redoes. The process executor also i
 failures (:mod:`simkv.sweep.pool`): ``lost(item, reason)`` stands for the result of an item whose
 worker died or ran past ``timeout_s``. The function is expected to enforce ``timeout_s`` itself
 where it can (the serial and ray executors rely on that).
+
+Ray starts within :data:`RAY_START_TIMEOUT_S`: a ``--ray-address`` is first reached over TCP
+(nothing listening, an unknown host or no answer in time is bad input, before any run), then
+joining the cluster or starting a local ray must finish in that time; a ray that fails to start
+or to join is one line (:class:`InputError` naming ``--ray-address`` or ``--executor``), never
+a traceback or a wait of minutes (ray itself retries a silent address for about 20 minutes);
+ray's own log lines below ERROR are not shown. The limit is a SIGALRM timer, so a ray call
+blocked in its C++ core (one connection attempt: about 40 s) can overrun it by that much.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Literal, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from simkv.errors import InputError
+from simkv.sweep.deadline import time_limit
 from simkv.sweep.pool import map_isolated
 
 T = TypeVar("T")
@@ -27,6 +39,8 @@ R = TypeVar("R")
 ExecutorKind = Literal["serial", "process", "ray"]
 EXECUTOR_KINDS: tuple[str, ...] = ("serial", "process", "ray")
 KILL_GRACE_S = 10.0  # a worker still busy this long after its run's time limit is killed
+RAY_START_TIMEOUT_S = 60.0
+"""Seconds ray may take to answer at ``--ray-address`` (TCP) and then to join or start."""
 
 
 class Executor(Protocol):
@@ -79,6 +93,50 @@ def import_ray() -> ModuleType:
     return ray
 
 
+def ray_endpoint(address: str) -> tuple[str, int] | None:
+    """The host and port of a ``--ray-address`` (``HOST:PORT`` or ``ray://HOST:PORT``); None
+    for ``auto`` and ``local``, which name none. :class:`InputError` when there is no port."""
+    if address in ("auto", "local"):
+        return None
+    parts = urlsplit(address if "://" in address else f"//{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number in 0-65535
+        host, port = None, None
+    if not host or port is None:
+        raise InputError(
+            f"expected HOST:PORT, ray://HOST:PORT or auto, got {address!r}", field="--ray-address"
+        )
+    return host, port
+
+
+def check_ray_address(address: str) -> None:
+    """:class:`InputError` unless something accepts a TCP connection at ``address`` within
+    :data:`RAY_START_TIMEOUT_S` (refused, unknown host, no answer)."""
+    endpoint = ray_endpoint(address)
+    if endpoint is None:
+        return
+    try:
+        with socket.create_connection(endpoint, timeout=RAY_START_TIMEOUT_S):
+            pass
+    except OSError as err:
+        reason = err.strerror or str(err) or type(err).__name__
+        raise InputError(
+            f"no ray cluster answers at {address} ({reason.lower()}): start one there "
+            "(ray start --head) or leave --ray-address out to start a local ray",
+            field="--ray-address",
+        ) from None
+
+
+class RayStartTimeout(Exception):
+    """Ray did not join or start within :data:`RAY_START_TIMEOUT_S`."""
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or "no message"
+    return f"{type(err).__name__}: {text}"
+
+
 @dataclass(frozen=True)
 class RayExecutor:
     """Ray tasks of one CPU each: on the cluster at ``address`` if given, else on a local ray
@@ -92,13 +150,26 @@ class RayExecutor:
     address: str | None = None
 
     def _start(self, ray: ModuleType) -> bool:
-        """Initialise ray unless it already is; True when this call started it."""
+        """Initialise ray unless it already is, within :data:`RAY_START_TIMEOUT_S`; True when
+        this call started it. A failure or a timeout is an :class:`InputError`."""
         if ray.is_initialized():
             return False
-        if self.address is not None:
-            ray.init(address=self.address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=self.jobs, include_dashboard=False, log_to_driver=False)
+        field = "--ray-address" if self.address is not None else "--executor"
+        where = f"at {self.address}" if self.address is not None else "locally"
+        limit = RAY_START_TIMEOUT_S
+        try:
+            with time_limit(limit, lambda: RayStartTimeout(f"not started within {limit:g} s")):
+                quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
+                if self.address is not None:
+                    ray.init(address=self.address, **quiet)
+                else:
+                    ray.init(num_cpus=self.jobs, include_dashboard=False, **quiet)
+        except Exception as err:  # ray raises many kinds; each is one line here
+            if ray.is_initialized():
+                ray.shutdown()
+            raise InputError(
+                f"ray could not start {where}: {_one_line(err)}", field=field
+            ) from None
         return True
 
     def map_unordered(
@@ -136,6 +207,8 @@ def make_executor(
         return ProcessExecutor(workers)
     if kind == "ray":
         import_ray()  # fail before any run starts
+        if ray_address is not None:
+            check_ray_address(ray_address)
         return RayExecutor(workers, ray_address)
     raise InputError(
         f"unknown executor {kind!r}; choose one of {', '.join(EXECUTOR_KINDS)}",

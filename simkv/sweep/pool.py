@@ -8,6 +8,10 @@ locks), each running one item at a time. The parent tracks which item each worke
   place; the other items go on;
 * an item running longer than ``timeout_s`` gets its worker killed and ``lost(item, "timeout
   ...")`` as its result;
+* a Ctrl-C never reaches a worker: a terminal sends it to the whole process group, and a
+  worker still importing (before its loop ignores SIGINT) would die printing a traceback, so
+  workers start with SIGINT blocked (:func:`_sigint_held`) and keep it blocked; the parent's
+  own Ctrl-C is untouched;
 * workers die with the parent: on Linux each worker asks the kernel for SIGKILL when its parent
   dies (``prctl(PR_SET_PDEATHSIG)``), so a ``kill -9`` of the sweep leaves no worker behind; when
   the iteration ends early (an error, Ctrl-C) the parent kills the workers itself.
@@ -23,6 +27,8 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
@@ -40,6 +46,21 @@ def _die_with_parent(parent_pid: int) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT blocked in this thread for the block, so a process spawned in it inherits the
+    block and never sees a Ctrl-C: the mask survives spawn's fork and exec (multiprocessing's
+    resource tracker relies on the same). The handlers are untouched, so this process's own
+    Ctrl-C is never lost: it is delivered when the block ends, or at once through another
+    thread. The resource tracker is started first: starting it unblocks SIGINT."""
+    resource_tracker.ensure_running()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _serve(conn: Connection, fn: Callable[[Any], Any], parent_pid: int) -> None:
@@ -101,8 +122,11 @@ def map_isolated(
 ) -> Iterator[R]:  # fmt: skip
     """``fn`` over ``items`` on ``jobs`` workers; results as they finish (see the module)."""
     todo = deque(items)
-    workers = [_Worker(fn) for _ in range(min(jobs, len(items)))]
+    workers: list[_Worker] = []
     try:
+        with _sigint_held():
+            for _ in range(min(jobs, len(items))):
+                workers.append(_Worker(fn))
         while todo or any(w.busy for w in workers):
             for worker in workers:
                 if not worker.busy and todo:
@@ -121,7 +145,8 @@ def map_isolated(
                     continue
                 worker.kill()
                 if todo:
-                    workers[k] = _Worker(fn)
+                    with _sigint_held():
+                        workers[k] = _Worker(fn)
                 yield lost(worker.item, reason)
     finally:
         for worker in workers:

@@ -19,12 +19,9 @@ exactly those runs and the failed ones.
 from __future__ import annotations
 
 import json
-import signal
-import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +34,7 @@ from simkv.config.sim import SimConfig
 from simkv.errors import InputError
 from simkv.outputs import make_folder, remove, write_file
 from simkv.run import simulate, write_run
+from simkv.sweep.deadline import time_limit
 from simkv.sweep.executors import make_executor
 from simkv.sweep.spec import PlannedRun, SweepPlan, load_sweep
 
@@ -136,27 +134,6 @@ class RunTimeout(Exception):
     """A run went past the sweep's per-run wall-clock limit."""
 
 
-@contextmanager
-def _time_limit(seconds: float | None) -> Iterator[None]:
-    """Raise :class:`RunTimeout` in this block after ``seconds`` of wall time (a SIGALRM timer:
-    only in a process's main thread, where the serial and process executors run; elsewhere the
-    process pool's kill is the limit)."""
-    if seconds is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(_signum: int, _frame: object) -> None:
-        raise RunTimeout(f"ran longer than {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def run_one(task: RunTask) -> RunRecord:
     """Simulate one run into a fresh ``run_dir``; any exception (a timeout too) becomes a
     failed record."""
@@ -164,9 +141,9 @@ def run_one(task: RunTask) -> RunRecord:
     remove(run_dir)  # no file of an earlier attempt may survive into this one
     make_folder(run_dir)
     write_file(run_dir / "point.json", json.dumps(task.point, indent=2) + "\n")
-    started = time.perf_counter()
+    started, limit = time.perf_counter(), task.timeout_s
     try:
-        with _time_limit(task.timeout_s):
+        with time_limit(limit, lambda: RunTimeout(f"ran longer than {limit:g} s")):
             cfg = SimConfig.model_validate(task.config)
             write_run(simulate(cfg, Path(task.base_dir)), run_dir)
     except Exception as err:  # one run's failure is that run's result; the sweep goes on
@@ -226,6 +203,15 @@ def _prune(runs_dir: Path, keep: set[str]) -> None:
     for entry in runs_dir.iterdir():
         if entry.name not in keep:
             remove(entry)
+
+
+def first_failure(table: pd.DataFrame) -> tuple[str, str] | None:
+    """The first failed run of a sweep.parquet table (in the sweep's order): its id and
+    one-line error; None when every run finished."""
+    failed = table[table["status"] == STATUS_FAILED]
+    if failed.empty:
+        return None
+    return str(failed["run_id"].iloc[0]), str(failed["error"].iloc[0])
 
 
 def default_out_dir(plan: SweepPlan) -> Path:

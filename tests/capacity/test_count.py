@@ -82,3 +82,18 @@ def test_the_answer_is_exact_for_any_monotone_fleet(fewest: int, hi: int, per_ro
     assert result.bracket == CountBracket(fewest - 1, fewest)
     assert all((c >= fewest) == ok for c, ok in result.judged)
     assert all(1 <= c <= hi for c, _ in result.judged)
+
+
+def test_a_failed_run_stops_the_search_and_is_no_miss() -> None:
+    """A count whose run failed (verdict None) stops the search after its round; taken for a
+    miss it would have moved the bracket above it."""
+    asked: list[list[int]] = []
+    meets = needs(11, asked)
+
+    def judge(counts: list[int]) -> dict[int, bool | None]:
+        return {c: None if c == 8 else ok for c, ok in meets(counts).items()}
+
+    result = search_count(judge, 1, 16)
+    assert (result.outcome, result.answer, result.bracket) == ("failed", None, None)
+    assert asked == [[1, 16], [8]]
+    assert result.judged == ((1, False), (16, True), (8, None)) and result.rounds == 2

@@ -107,3 +107,26 @@ def test_the_answer_brackets_any_monotone_capacity(
     assert fails / meets <= 1 + tol or not interior_rates(result.bracket, per_round)
     assert all((r <= limit) == ok for r, ok in result.judged)
     assert all(r == rounded(r) for r, _ in result.judged)
+
+
+def test_a_failed_run_stops_the_search_and_is_no_miss() -> None:
+    """A run that failed (verdict None) says nothing of the SLOs: the search stops after its
+    round instead of taking it for a miss and moving the next rates below it."""
+    asked: list[list[float]] = []
+    meets = threshold_judge(3.7, asked)
+
+    def judge(rates: list[float]) -> dict[float, bool | None]:
+        verdicts: dict[float, bool | None] = dict(meets(rates))
+        verdicts.update({r: None for r in rates if 2 < r < 3})
+        return verdicts
+
+    result = search(judge, 0.25, 32.0, per_round=3)
+    assert (result.outcome, result.answer, result.bracket) == ("failed", None, None)
+    assert asked == [[0.25, 32.0], [0.8409, 2.828, 9.514]]  # no round after the failure
+    assert result.rounds == 2 and (2.828, None) in result.judged
+
+
+def test_a_failed_bound_stops_round_0() -> None:
+    result = search(lambda rates: {r: None if r == 32.0 else True for r in rates}, 0.25, 32.0)
+    assert (result.outcome, result.rounds, result.judged) == (
+        "failed", 1, ((0.25, True), (32.0, None)))  # fmt: skip

@@ -172,3 +172,30 @@ def test_the_time_limit_from_the_sweep_file_under_the_process_executor(tmp_path:
     table = pd.read_parquet(out / "sweep.parquet")
     assert list(table.status) == ["ok", "failed"]
     assert table.error[1] == "timeout: ran longer than 1 s"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_while_the_workers_start_prints_one_line(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the whole process group: the workers too, here while they
+    still import (before their loop could ignore it). The workers get it first (so that no
+    race with the parent's cleanup hides what they print), then the whole group: the sweep
+    prints its one line and no worker prints a traceback."""
+    sweep = _sweep(tmp_path, [4000, 4001, 4002, 4003])
+    process = subprocess.Popen(
+        [str(SIMKV), "sweep", str(sweep), "--out", str(tmp_path / "out"),
+         "--executor", "process", "--jobs", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+        preexec_fn=_interruptible, start_new_session=True,
+    )  # fmt: skip
+    workers = _workers(process.pid)  # spawned, still importing simkv and pandas
+    for worker in workers:
+        os.kill(worker, signal.SIGINT)
+    time.sleep(1.0)  # a worker that did not ignore it prints its traceback meanwhile
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    text = stderr.decode()
+    assert process.returncode == 130, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    lines = [line for line in text.splitlines() if not line.startswith("sweep ")]
+    assert len(lines) == 1 and lines[0].startswith("interrupted:"), text
+    assert not any(_alive(w) for w in workers)
