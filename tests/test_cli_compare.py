@@ -109,3 +109,17 @@ def test_bundled_rtx4090_replay_prints_every_metric(tmp_path: Path) -> None:
     for value in ("65,456.6", "60,110.9", "137,356.3", "32.4", "30.8", "86,578.3", "153,627.5"):
         assert value in result.output, value
     assert "300" in result.output
+
+
+def test_an_out_that_cannot_take_the_page_is_one_line_and_nothing_written(
+    replay: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run_dir, measured = replay
+    args = [str(run_dir), "--measured", str(measured), "--out"]
+    _one_line_error([*args, str(tmp_path)], "is a folder")
+    (tmp_path / "afile").write_text("x")
+    _one_line_error([*args, str(tmp_path / "afile" / "page.html")], "cannot create the output")
+    mine = tmp_path / "mine.html"
+    mine.write_text("<p>mine</p>")
+    _one_line_error([*args, str(mine)], "not a simkv page")
+    assert mine.read_text() == "<p>mine</p>"

@@ -59,9 +59,6 @@ def compare(
 
     with input_errors(ctx):
         cmp = compare_with_measured(run_dir, measured)
-        title = f"{cmp.run.name} vs measured {cmp.measured.label}"
-        notes = [headline_text(cmp.validation), *cmp.validation.notes]
-        _print_validation(title, table_rows(cmp.validation.rows), notes)
         page = out or run_dir / HTML_FILE
         with claim_folder(run_dir) as folder:
             if out is None:
@@ -69,6 +66,9 @@ def compare(
             else:
                 with claim_file(out, simkv_page, "a simkv page", force=force) as path:
                     write_comparison(cmp, path, folder / CSV_FILE)
+    title = f"{cmp.run.name} vs measured {cmp.measured.label}"
+    notes = [headline_text(cmp.validation), *cmp.validation.notes]
+    _print_validation(title, table_rows(cmp.validation.rows), notes)
     for path in (page, run_dir / CSV_FILE):
         typer.echo(f"wrote {path}")
 

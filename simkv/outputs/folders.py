@@ -118,9 +118,16 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+MAX_NAME_BYTES = 240
+"""The longest output name: file systems allow 255 bytes, and staging adds ``.`` and
+``.partial`` (a lock ``.`` and ``.lock``) to it."""
+
+
 def _check_place(shown: Path, real: Path) -> None:
     if real.parent == real:
         raise InputError("an output cannot be the root folder", file=shown)
+    if len(real.name.encode()) > MAX_NAME_BYTES:
+        raise InputError(f"the output's name is longer than {MAX_NAME_BYTES} bytes", file=shown)
     if Path.cwd().resolve().is_relative_to(real):
         raise InputError("the output folder holds the current folder: choose another", file=shown)
     ancestor = real.parent
