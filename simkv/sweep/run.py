@@ -115,7 +115,9 @@ def _files_intact(run_dir: Path) -> bool:
     footer, summary.json a complete mapping, config.resolved.yaml not empty."""
     try:
         for name in RUN_TABLES:
-            pq.read_metadata(run_dir / name)
+            # an open file, never a path string: pyarrow takes "ab:12/x" as a URI
+            with (run_dir / name).open("rb") as handle:
+                pq.read_metadata(handle)
         resolved = (run_dir / "config.resolved.yaml").stat().st_size
     except (OSError, pa.ArrowException):
         return False
