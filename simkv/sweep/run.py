@@ -39,6 +39,7 @@ from simkv.errors import InputError
 from simkv.run import simulate, write_run
 from simkv.sweep.executors import make_executor
 from simkv.sweep.spec import PlannedRun, SweepPlan, load_sweep
+from simkv.text import read_json_file
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -104,8 +105,8 @@ RUN_TABLES = ("requests.parquet", "steps.parquet", "itl.parquet")
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     """A run folder's summary.json as a mapping, or None when missing, truncated or not one."""
     try:
-        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        summary = read_json_file(run_dir / "summary.json")[0]
+    except InputError:
         return None
     return summary if isinstance(summary, dict) else None
 
@@ -248,8 +249,8 @@ def _write_json(path: Path, data: Any) -> None:
 
 def _previous_timings(path: Path) -> dict[str, float]:
     try:
-        return dict(json.loads(path.read_text(encoding="utf-8"))["runs"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return dict(read_json_file(path)[0]["runs"])
+    except (InputError, ValueError, KeyError, TypeError):
         return {}
 
 

@@ -109,3 +109,14 @@ def test_sweep_into_a_relative_out_with_a_colon_resumes(tiny: Path, monkeypatch)
     again = succeeds(["sweep", "sweep.yaml", "--out", "ab:12/x", "--resume"])
     assert "0 runs ran, 2 skipped" in again
     succeeds(["report", "ab:12/x"])
+
+
+def test_sweep_resume_redoes_a_run_whose_summary_is_nested_deep(tiny: Path) -> None:
+    sweep = tiny.parent / "sweep.yaml"
+    sweep.write_text("name: deep\nbase: tiny.yaml\ngrid:\n  kv_cache.num_blocks: [40, 50]\n")
+    out = tiny.parent / "s"
+    succeeds(["sweep", str(sweep), "--out", str(out)])
+    summary = sorted((out / "runs").glob("*/summary.json"))[0]
+    summary.write_text("[" * 100_000 + "]" * 100_000)
+    again = succeeds(["sweep", str(sweep), "--out", str(out), "--resume"])
+    assert "1 runs ran, 1 skipped" in again
