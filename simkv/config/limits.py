@@ -41,6 +41,9 @@ MAX_ARRIVAL_S = 1e9
 """Latest arrival time in seconds (about 31 years), of a trace row (after ``time_scale`` or
 ``rate``) or a generated request, and longest think time: at 10^9 s a float64 time still
 resolves 10^-7 s, below any step time; beyond, steps would stop advancing the clock."""
+MAX_WEIGHT = 1e12
+"""Largest relative weight (of a priority value): weights are normalized by their sum, which
+1e308 each would overflow to infinity."""
 MAX_SEGMENTS = 10**8
 """Most prompt-content segments a generated workload may hold (8 bytes each, about 1 GB with
 their lengths): a multi-turn session of k turns holds k² of them, so long sessions outgrow

@@ -26,3 +26,14 @@ def succeeds(args: list[str]) -> str:
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     return result.output
+
+
+def errors(args: list[str]) -> list[str]:
+    """Run ``simkv ARGS``: exit 2, only ``error:`` lines, no traceback; the lines without the
+    prefix."""
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert all(line.startswith("error: ") for line in lines), result.output
+    return [line.removeprefix("error: ") for line in lines]
