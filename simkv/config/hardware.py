@@ -23,14 +23,13 @@ from typing import Any, Literal, Self
 from pydantic import (
     Field,
     NonNegativeInt,
-    PositiveFloat,
     PositiveInt,
     field_validator,
     model_validator,
 )
 
 from simkv.config.base import Frozen
-from simkv.config.limits import MAX_GPU_GIB, Tokens
+from simkv.config.limits import MAX_GPU_GIB, Gbps, Tflops, Tokens
 from simkv.presets import PresetKind, list_presets, read_preset
 
 DType = Literal["fp16", "bf16", "fp32", "fp8"]
@@ -200,19 +199,19 @@ class GpuSpec(Frozen):
 
     name: str
     memory_bytes: int = Field(ge=1, le=int(MAX_GPU_GIB) << 30, description="bytes, ≤ 1024 GiB")
-    peak_tflops: PositiveFloat
-    peak_fp8_tflops: PositiveFloat | None = None
-    sustained_tflops: PositiveFloat | None = Field(
+    peak_tflops: Tflops
+    peak_fp8_tflops: Tflops | None = None
+    sustained_tflops: Tflops | None = Field(
         None,
         description="dense BF16 TFLOP/s a large matmul measurably sustains (the presets: the "
         "ml-engineering MAMF table, else torch BF16 matmul at 8192^3; cited in each preset's "
         "source); None: peak_tflops. Overriding a preset's peak_tflops drops its measured "
         "rate unless this is given too",
     )
-    hbm_bandwidth_gbps: PositiveFloat
-    host_link_gbps: PositiveFloat
+    hbm_bandwidth_gbps: Gbps
+    host_link_gbps: Gbps
     interconnect: Interconnect = "pcie"
-    interconnect_gbps: PositiveFloat
+    interconnect_gbps: Gbps
     compute_capability: str | None = Field(
         None,
         pattern=r"^[1-9][0-9]?\.[0-9]$",

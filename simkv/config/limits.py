@@ -44,6 +44,30 @@ resolves 10^-7 s, below any step time; beyond, steps would stop advancing the cl
 MAX_WEIGHT = 1e12
 """Largest relative weight (of a priority value): weights are normalized by their sum, which
 1e308 each would overflow to infinity."""
+MIN_TFLOPS, MAX_TFLOPS = 1e-3, 1e5
+"""Range of a GPU's TFLOP/s (1 GFLOP/s to 100 PFLOP/s; today's largest are under 5,000): a
+rate of 1e-300 would price a step at infinity and write a summary JSON cannot hold."""
+MIN_GBPS, MAX_GBPS = 1e-3, 1e6
+"""Range of a bandwidth in GB/s (HBM, host link, interconnect: 1 MB/s to 1 PB/s)."""
+MAX_OVERHEAD_MS = 1e6
+"""Longest fixed time of a cost-model term in ms (1,000 s; real ones are under 1 ms)."""
+MAX_LATENCY_US = 1e9
+"""Longest latency of a cost-model term in µs (1,000 s)."""
+MIN_EFFICIENCY = 1e-3
+"""Smallest efficiency (fraction of a spec-sheet rate); the calibration never goes below 0.005."""
+Tflops = Annotated[
+    float,
+    Field(ge=MIN_TFLOPS, le=MAX_TFLOPS, description=f"TFLOP/s, {MIN_TFLOPS:g}..{MAX_TFLOPS:g}"),
+]
+"""A compute rate in TFLOP/s within [:data:`MIN_TFLOPS`, :data:`MAX_TFLOPS`]."""
+Gbps = Annotated[
+    float, Field(ge=MIN_GBPS, le=MAX_GBPS, description=f"GB/s, {MIN_GBPS:g}..{MAX_GBPS:g}")
+]
+"""A bandwidth in GB/s within [:data:`MIN_GBPS`, :data:`MAX_GBPS`]."""
+OverheadMs = Annotated[float, Field(ge=0, le=MAX_OVERHEAD_MS)]
+"""A cost-model time in ms within [0, :data:`MAX_OVERHEAD_MS`]."""
+LatencyUs = Annotated[float, Field(ge=0, le=MAX_LATENCY_US)]
+"""A cost-model latency in µs within [0, :data:`MAX_LATENCY_US`]."""
 MAX_SEGMENTS = 10**8
 """Most prompt-content segments a generated workload may hold (8 bytes each, about 1 GB with
 their lengths): a multi-turn session of k turns holds k² of them, so long sessions outgrow

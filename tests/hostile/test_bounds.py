@@ -77,3 +77,89 @@ def test_num_prefixes_beyond_the_request_limit_is_refused(tmp_path: Path) -> Non
     )
     line = one_error(["run", str(config), "--out", str(tmp_path / "o")], "sp.yaml:5")
     assert "workload.num_prefixes" in line and "10000000" in line
+
+
+def test_search_refuses_more_points_per_round_than_its_limit() -> None:
+    from simkv.capacity.count import check_count_parameters
+    from simkv.capacity.search import MAX_PER_ROUND, SearchError, check_parameters
+
+    check_parameters(1.0, 2.0, 0.02, MAX_PER_ROUND)
+    with pytest.raises(SearchError, match="per_round must be at most 64"):
+        check_parameters(1.0, 2.0, 0.02, 10**9)
+    with pytest.raises(SearchError, match="per_round must be at most 64"):
+        check_count_parameters(1, 8, 10**9)
+
+
+@pytest.mark.parametrize("value", ["65", "1000000000"])
+def test_capacity_per_round_beyond_its_range_is_refused(tmp_path: Path, value: str) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(SYNTHETIC + "slo: {ttft_ms: 100000}\n")
+    args = ["capacity", str(config), "--per-round", value, "--out", str(tmp_path / "o")]
+    line = one_error(args, "--per-round: ")
+    assert "at most 64" in line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "problem"),
+    [
+        ("--max-evals", "0", "must lie in 1..10000, got 0"),
+        ("--max-evals", "10001", "must lie in 1..10000, got 10001"),
+        ("--max-error", "nan", "must lie in 0..100 (a fraction), got nan"),
+        ("--max-error", "-0.5", "must lie in 0..100 (a fraction), got -0.5"),
+        ("--max-error", "inf", "must lie in 0..100 (a fraction), got inf"),
+    ],
+)
+def test_calibrate_numbers_beyond_their_range_are_refused(
+    tmp_path: Path, option: str, value: str, problem: str
+) -> None:
+    args = ["calibrate", str(tmp_path / "missing.json"), option, value]
+    assert one_error(args, f"{option}: ").endswith(problem)
+
+
+@pytest.mark.parametrize(
+    ("item", "field"),
+    [
+        ("gpu.hbm_bandwidth_gbps=1e-300", "gpu.hbm_bandwidth_gbps"),
+        ("gpu.peak_tflops=1e-300", "gpu.peak_tflops"),
+        ("gpu.interconnect_gbps=1e300", "gpu.interconnect_gbps"),
+        ("cost_model.gemm_efficiency=1e-300", "cost_model.gemm_efficiency"),
+        ("cost_model.step_overhead_ms=1e300", "cost_model.step_overhead_ms"),
+        ("cost_model.allreduce_latency_us=1e300", "cost_model.allreduce_latency_us"),
+        ("cost_model.small_block_attention_penalty=1e300", "small_block_attention_penalty"),
+    ],
+)
+def test_physical_quantities_beyond_their_range_are_refused(
+    tmp_path: Path, item: str, field: str
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(SYNTHETIC)
+    one_error(["run", str(config), "--out", str(tmp_path / "o"), "--set", item], field)
+    assert not (tmp_path / "o").exists()
+
+
+def test_slowest_gpu_in_range_writes_a_finite_summary(tmp_path: Path) -> None:
+    import json
+
+    config = tmp_path / "c.yaml"
+    config.write_text(SYNTHETIC)
+    slow = [
+        "gpu.hbm_bandwidth_gbps=0.001",
+        "gpu.peak_tflops=0.001",
+        "gpu.sustained_tflops=0.001",
+        "cost_model.gemm_efficiency=0.001",
+        "cost_model.weight_read_efficiency=0.001",
+    ]
+    succeeds(
+        ["run", str(config), "--out", str(tmp_path / "o"), *(a for s in slow for a in ("--set", s))]
+    )
+    text = (tmp_path / "o" / "summary.json").read_text()
+    assert "Infinity" not in text and "NaN" not in text
+    json.loads(text, parse_constant=lambda name: pytest.fail(f"summary holds {name}"))
+
+
+def test_summary_never_holds_a_number_json_cannot() -> None:
+    from simkv.metrics.summary import finite_or_none
+
+    summary = {"a": float("inf"), "b": float("nan"), "c": 1.5, "d": None, "e": 3}
+    assert finite_or_none(summary) == {"a": None, "b": None, "c": 1.5, "d": None, "e": 3}
