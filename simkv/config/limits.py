@@ -30,6 +30,12 @@ MAX_LOG_SIGMA = 10.0
 """Largest ``sigma`` (std of log length) of a lognormal length."""
 MAX_BLOCKS = 2**26
 """Most KV blocks per GPU (given or derived): the simulator keeps per-block tables."""
+MAX_RUN_BLOCKS = 2**27
+"""Most KV blocks one run allocates over all its replicas: Σ over replica groups of count ×
+(GPU blocks + CPU swap blocks of a scheduler that swaps). Each block costs about 56 bytes of
+tables and free lists (measured at block size 1: 10^6 blocks 190 MB, 8·10^6 blocks 595 MB), so
+this is about 7.5 GB; a fleet of 4,096 replicas of block size 1 would otherwise fill memory
+long after start-up. An 80 GB GPU with 16-token blocks holds about 30,000 blocks."""
 MAX_TP = 1024
 """Largest tensor-parallel degree."""
 MIN_PRIORITY = -(2**31)

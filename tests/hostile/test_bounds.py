@@ -163,3 +163,46 @@ def test_summary_never_holds_a_number_json_cannot() -> None:
 
     summary = {"a": float("inf"), "b": float("nan"), "c": 1.5, "d": None, "e": 3}
     assert finite_or_none(summary) == {"a": None, "b": None, "c": 1.5, "d": None, "e": 3}
+
+
+FLEET = """\
+fleet:
+  router: {kind: round_robin}
+  replicas:
+    - {count: 4096}
+"""
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_fleet_too_large_for_memory_is_refused_at_start_up(tmp_path: Path, command: str) -> None:
+    config = tmp_path / "fleet.yaml"
+    config.write_text(SYNTHETIC.replace("block_size: 4, num_blocks: 40", "block_size: 1") + FLEET)
+    args = [command, str(config)] + (["--out", str(tmp_path / "o")] if command == "run" else [])
+    line = one_error(args, "fleet.yaml:13 fleet.replicas: ")
+    assert "4096 × " in line and "more than 134,217,728" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_run_blocks_are_summed_over_replica_groups(tmp_path: Path, monkeypatch) -> None:
+    import simkv.run.inputs
+
+    monkeypatch.setattr(simkv.run.inputs, "MAX_RUN_BLOCKS", 139)
+    config = tmp_path / "fleet.yaml"
+    groups = "    - {count: 2}\n    - {count: 3, kv_cache: {block_size: 4, num_blocks: 20}}\n"
+    config.write_text(SYNTHETIC + FLEET.replace("    - {count: 4096}\n", groups))
+    line = one_error(["validate", str(config)], "fleet.replicas: ")
+    assert "140 KV blocks (2 × 40 + 3 × 20 per replica), more than 139" in line
+    monkeypatch.setattr(simkv.run.inputs, "MAX_RUN_BLOCKS", 140)
+    succeeds(["validate", str(config)])
+
+
+def test_single_engine_swap_pool_counts_toward_the_run_blocks(tmp_path: Path, monkeypatch) -> None:
+    import simkv.run.inputs
+
+    monkeypatch.setattr(simkv.run.inputs, "MAX_RUN_BLOCKS", 551)
+    config = tmp_path / "swap.yaml"
+    swap = (
+        "kv_cache: {block_size: 4, num_blocks: 40, swap_space_gib: 1}\nscheduler: {kind: vllm_v0}\n"
+    )
+    config.write_text(SYNTHETIC.replace("kv_cache: {block_size: 4, num_blocks: 40}\n", swap))
+    one_error(["validate", str(config)], "swap.yaml:10 kv_cache: the run would allocate")
