@@ -1,0 +1,59 @@
+"""Error messages name the right place and the right fix: an options file's item, a measured
+file named with a space, the knob that decides a stall."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.hostile.cli import errors
+
+CONFIG = """\
+name: opts
+workload:
+  kind: synthetic
+  duration_s: 10
+  arrival: {kind: poisson, rate: 5}
+  prompt_tokens: {kind: fixed, value: 10}
+  output_tokens: {kind: fixed, value: 5}
+model: {preset: llama-2-7b, max_model_len: 64}
+gpu: a100-80gb
+kv_cache: {block_size: 4, num_blocks: 40}
+slo: {ttft_ms: 100000}
+"""
+OPTIONS = """\
+options:
+  - name: a100
+    price_per_gpu_hour: 2
+    set: [gpu=a100-80gb]
+  - name: bad
+    price_per_gpu_hour: 3
+    set:
+      - gpu=a100-80gb
+      - gpu.hbm_bandwidth_gbps=-1
+      - nokey
+      - kv_cache.blocksize=3
+"""
+
+
+def test_options_file_items_are_blamed_on_the_options_file(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    (tmp_path / "o.yaml").write_text(OPTIONS)
+    args = ["capacity", str(tmp_path / "c.yaml"), "--at-rate", "5", "--count-max", "4",
+            "--options", str(tmp_path / "o.yaml"), "--out", str(tmp_path / "out")]  # fmt: skip
+    lines = errors(args)
+    where = str(tmp_path / "o.yaml")
+    assert lines == [
+        f"{where}:9 gpu.hbm_bandwidth_gbps: option bad: Input should be greater than or equal "
+        "to 0.001",
+        f"{where}:10: option bad: expected key.path=value, got 'nokey'",
+        f"{where}:11 kv_cache.blocksize: option bad: unknown key (did you mean block_size?)",
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_set_item_is_still_blamed_on_set_with_an_options_file(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    (tmp_path / "o.yaml").write_text(OPTIONS)
+    args = ["capacity", str(tmp_path / "c.yaml"), "--at-rate", "5", "--options",
+            str(tmp_path / "o.yaml"), "--set", "kv_cache.blocksize=3"]  # fmt: skip
+    assert errors(args) == ["--set kv_cache.blocksize: unknown key (did you mean block_size?)"]
