@@ -9,6 +9,7 @@ token counts, float64 bytes, numpy draws): a length or count of 10^30 or a logno
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated
 
 from pydantic import Field
@@ -104,3 +105,11 @@ FolderName = Annotated[
     ),
 ]
 """A run or sweep name: one folder under ``reports/``, never ``..`` or a hidden folder."""
+
+
+def as_folder_name(text: str) -> str:
+    """``text`` made a :data:`FolderName`: every character other than letters, digits, ``_``,
+    ``-`` and ``.`` replaced by ``_``, a leading dot too, cut to :data:`MAX_NAME_CHARS`
+    (a run named after a file ``my run.json`` is ``my_run.json``)."""
+    name = re.sub(r"[^A-Za-z0-9_.\-]", "_", text)[:MAX_NAME_CHARS]
+    return "_" + name[1:] if name.startswith(".") or not name else name

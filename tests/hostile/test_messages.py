@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.hostile.cli import errors
+from simkv.cli import app
+from tests.hostile.cli import errors, runner
 
 CONFIG = """\
 name: opts
@@ -57,3 +58,26 @@ def test_a_bad_set_item_is_still_blamed_on_set_with_an_options_file(tmp_path: Pa
     args = ["capacity", str(tmp_path / "c.yaml"), "--at-rate", "5", "--options",
             str(tmp_path / "o.yaml"), "--set", "kv_cache.blocksize=3"]  # fmt: skip
     assert errors(args) == ["--set kv_cache.blocksize: unknown key (did you mean block_size?)"]
+
+
+def test_calibrate_accepts_a_measured_file_named_with_a_space(tmp_path: Path) -> None:
+    measured = tmp_path / "my run.csv"
+    measured.write_text(
+        "arrival_s,prompt_tokens,output_tokens,ttft_s,e2el_s\n"
+        "0,100,20,0.05,0.5\n0.1,200,30,0.06,0.7\n0.2,50,10,0.04,0.3\n"
+    )
+    out = tmp_path / "p.yaml"
+    args = ["calibrate", str(measured), "--model", "llama-2-7b", "--gpu", "a100-80gb",
+            "--max-evals", "3", "--max-error", "100", "--out", str(out)]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert out.is_file()
+
+
+def test_any_label_becomes_a_folder_name() -> None:
+    from simkv.config.limits import MAX_NAME_CHARS, as_folder_name
+
+    assert as_folder_name("calibrate-my run") == "calibrate-my_run"
+    assert as_folder_name(".hidden/x:y") == "_hidden_x_y"
+    assert as_folder_name("") == "_"
+    assert len(as_folder_name("é" * 500)) == MAX_NAME_CHARS
