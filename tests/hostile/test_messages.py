@@ -81,3 +81,40 @@ def test_any_label_becomes_a_folder_name() -> None:
     assert as_folder_name(".hidden/x:y") == "_hidden_x_y"
     assert as_folder_name("") == "_"
     assert len(as_folder_name("é" * 500)) == MAX_NAME_CHARS
+
+
+WATERMARK = """\
+name: wm
+workload: {kind: trace, path: wm.csv, format: generic, columns: {arrival_s: arrival_s}}
+model: {preset: llama-2-7b, max_model_len: 160}
+gpu: a100-80gb
+kv_cache: {block_size: 4, num_blocks: 40, swap_space_gib: 1}
+scheduler: {kind: vllm_v0, watermark: WM}
+preemption: {mode: swap}
+"""
+
+
+def _watermark_run(tmp_path: Path, watermark: str):
+    # A (old) stays small; B (newest) grows to 33+ of the 40 blocks, is swapped out when the
+    # pool fills, and after A finishes needs more than 40 - 8 blocks to come back
+    (tmp_path / "wm.csv").write_text(
+        "arrival_s,prompt_tokens,output_tokens\n0,4,24\n0.001,100,60\n"
+    )
+    config = tmp_path / "wm.yaml"
+    config.write_text(WATERMARK.replace("WM", watermark))
+    return runner.invoke(app, ["run", str(config), "--out", str(tmp_path / watermark)])
+
+
+def test_a_stall_the_watermark_decides_names_the_watermark(tmp_path: Path) -> None:
+    result = _watermark_run(tmp_path, "0.2")
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert "stalled at t=" in lines[0] and "0 running, 1 swapped" in lines[0]
+    assert "8 blocks scheduler.watermark (0.2) keeps free: lower scheduler.watermark" in lines[0]
+    assert "max_num_batched_tokens" not in lines[0]
+
+
+def test_the_same_run_with_a_lower_watermark_ends(tmp_path: Path) -> None:
+    result = _watermark_run(tmp_path, "0.01")
+    assert result.exit_code == 0, result.output
