@@ -22,14 +22,20 @@ from typing import Any, Literal, Self
 
 from pydantic import (
     Field,
-    NonNegativeInt,
-    PositiveInt,
     field_validator,
     model_validator,
 )
 
 from simkv.config.base import Frozen
-from simkv.config.limits import MAX_GPU_GIB, Gbps, Tflops, Tokens
+from simkv.config.limits import (
+    MAX_GPU_GIB,
+    MAX_PARAMETERS,
+    Gbps,
+    ModelCount,
+    ModelDim,
+    Tflops,
+    Tokens,
+)
 from simkv.presets import PresetKind, list_presets, read_preset
 
 DType = Literal["fp16", "bf16", "fp32", "fp8"]
@@ -80,21 +86,21 @@ class ModelSpec(Frozen):
     """
 
     name: str
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    num_attention_heads: PositiveInt
-    num_kv_heads: PositiveInt
-    head_dim: PositiveInt
-    intermediate_size: PositiveInt
-    vocab_size: PositiveInt
-    num_parameters: PositiveInt
+    num_layers: ModelDim
+    hidden_size: ModelDim
+    num_attention_heads: ModelDim
+    num_kv_heads: ModelDim
+    head_dim: ModelDim
+    intermediate_size: ModelDim
+    vocab_size: ModelDim
+    num_parameters: int = Field(ge=1, le=MAX_PARAMETERS, description="1..10^15")
     dtype: DType
     kv_dtype: DType | None = None
     max_model_len: Tokens
     tie_word_embeddings: bool = False
-    num_experts: NonNegativeInt = 0
-    experts_per_token: NonNegativeInt = 0
-    expert_intermediate_size: NonNegativeInt = 0
+    num_experts: ModelCount = 0
+    experts_per_token: ModelCount = 0
+    expert_intermediate_size: ModelCount = 0
     source: str | None = None
 
     @model_validator(mode="before")

@@ -37,6 +37,16 @@ MAX_RUN_BLOCKS = 2**27
 tables and free lists (measured at block size 1: 10^6 blocks 190 MB, 8·10^6 blocks 595 MB), so
 this is about 7.5 GB; a fleet of 4,096 replicas of block size 1 would otherwise fill memory
 long after start-up. An 80 GB GPU with 16-token blocks holds about 30,000 blocks."""
+MAX_MODEL_DIM = 2**20
+"""Largest model dimension or count (layers, hidden and head sizes, heads, vocabulary, experts):
+far above any model (today's largest are under 2^18), so a typo of 10^12 layers or a width of
+10^23 is refused rather than simulated (or silently unused) as a model no GPU could hold."""
+MAX_PARAMETERS = 10**15
+"""Most parameters of a model (10^15; today's largest are under 2·10^12)."""
+ModelDim = Annotated[int, Field(ge=1, le=MAX_MODEL_DIM, description=f"1..{MAX_MODEL_DIM}")]
+"""A positive model dimension or count, at most :data:`MAX_MODEL_DIM`."""
+ModelCount = Annotated[int, Field(ge=0, le=MAX_MODEL_DIM, description=f"0..{MAX_MODEL_DIM}")]
+"""A model count that may be 0 (experts of a dense model), at most :data:`MAX_MODEL_DIM`."""
 MAX_TP = 1024
 """Largest tensor-parallel degree."""
 MIN_PRIORITY = -(2**31)

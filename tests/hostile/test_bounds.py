@@ -127,6 +127,9 @@ def test_calibrate_numbers_beyond_their_range_are_refused(
         ("cost_model.step_overhead_ms=1e300", "cost_model.step_overhead_ms"),
         ("cost_model.allreduce_latency_us=1e300", "cost_model.allreduce_latency_us"),
         ("cost_model.small_block_attention_penalty=1e300", "small_block_attention_penalty"),
+        ("model.num_layers=1000000000000", "model.num_layers"),
+        ("model.intermediate_size=100000000000000000000000", "model.intermediate_size"),
+        ("model.num_parameters=10000000000000000", "model.num_parameters"),
     ],
 )
 def test_physical_quantities_beyond_their_range_are_refused(
