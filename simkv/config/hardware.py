@@ -93,7 +93,7 @@ class ModelSpec(Frozen):
     head_dim: ModelDim
     intermediate_size: ModelDim
     vocab_size: ModelDim
-    num_parameters: int = Field(ge=1, le=MAX_PARAMETERS, description="1..10^15")
+    num_parameters: int = Field(gt=0, le=MAX_PARAMETERS, description="1..10^15")
     dtype: DType
     kv_dtype: DType | None = None
     max_model_len: Tokens

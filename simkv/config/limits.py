@@ -43,7 +43,7 @@ far above any model (today's largest are under 2^18), so a typo of 10^12 layers 
 10^23 is refused rather than simulated (or silently unused) as a model no GPU could hold."""
 MAX_PARAMETERS = 10**15
 """Most parameters of a model (10^15; today's largest are under 2·10^12)."""
-ModelDim = Annotated[int, Field(ge=1, le=MAX_MODEL_DIM, description=f"1..{MAX_MODEL_DIM}")]
+ModelDim = Annotated[int, Field(gt=0, le=MAX_MODEL_DIM, description=f"1..{MAX_MODEL_DIM}")]
 """A positive model dimension or count, at most :data:`MAX_MODEL_DIM`."""
 ModelCount = Annotated[int, Field(ge=0, le=MAX_MODEL_DIM, description=f"0..{MAX_MODEL_DIM}")]
 """A model count that may be 0 (experts of a dense model), at most :data:`MAX_MODEL_DIM`."""

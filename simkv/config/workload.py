@@ -141,7 +141,7 @@ class SharedPrefixWorkload(Frozen):
     duration_s: PositiveFloat | None = Field(None, description="all arrivals before this, s")
     arrival: ArrivalConfig
     num_prefixes: int = Field(
-        ge=1,
+        gt=0,
         le=MAX_REQUESTS,
         description=f"number of distinct shared prefixes, 1..{MAX_REQUESTS} (one length and "
         "one popularity each are drawn for every prefix)",
