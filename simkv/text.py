@@ -106,8 +106,24 @@ def csv_rows(lines: Iterator[tuple[int, str]], path: Path) -> Iterator[tuple[int
         if size > MAX_LINE_BYTES:
             message = f"row longer than {MAX_LINE_BYTES} bytes, the limit of a table line"
             raise InputError(message, file=path, line=start)
-        quoted ^= text.count('"') % 2 == 1
+        quoted = _still_quoted(text, quoted)
         yield number, text
+
+
+def _still_quoted(text: str, quoted: bool) -> bool:
+    """Whether a CSV line that starts inside a quoted field (``quoted``) ends inside one, read
+    as pandas reads it: a quote opens a field only at its start (line start or after a comma;
+    elsewhere it is a character), ``""`` inside one is a quote, a lone ``"`` closes it."""
+    pos = text.find('"')
+    while pos >= 0:
+        if not quoted:
+            quoted = pos == 0 or text[pos - 1] == ","
+        elif text.startswith('""', pos):
+            pos += 1
+        else:
+            quoted = False
+        pos = text.find('"', pos + 1)
+    return quoted
 
 
 def read_csv(path: Path) -> Iterator[tuple[int, list[str]]]:

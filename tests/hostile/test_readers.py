@@ -120,3 +120,13 @@ def test_sweep_resume_redoes_a_run_whose_summary_is_nested_deep(tiny: Path) -> N
     summary.write_text("[" * 100_000 + "]" * 100_000)
     again = succeeds(["sweep", str(sweep), "--out", str(out), "--resume"])
     assert "1 runs ran, 1 skipped" in again
+
+
+def test_a_quote_inside_an_unquoted_field_opens_no_row(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(simkv.text, "MAX_LINE_BYTES", 200)
+    path = tmp_path / "t.csv"
+    rows = "".join(f"{i / 100},10,5,row {i}\n" for i in range(1, 40))  # 600 bytes after the quote
+    path.write_text(f'{HEADER},note\n0,10,5,a 12" pizza\n{rows}0.5,1,1,"x"",y"\n')
+    table = read_table(path)
+    assert table.frame["note"].tolist()[0] == 'a 12" pizza'
+    assert table.frame["note"].tolist()[-1] == 'x",y'
