@@ -1,19 +1,20 @@
 """User files as tables, every problem located: the one table reader of traces, measured runs
 and profiles (:mod:`simkv.workload.traces`, :mod:`simkv.measured`).
 
-:func:`read_table` gives CSV or JSONL rows with their file lines (the text read by
-:func:`simkv.text.read_text`). Every bad value is reported as :class:`simkv.errors.InputError`
-with ``file:line column`` (line = 1-based physical line of the file; a CSV header is line 1).
+:func:`read_table` gives CSV or JSONL rows with their file lines (streamed by
+:func:`simkv.text.read_lines`, within its line limit). Every bad value is reported as
+:class:`simkv.errors.InputError` with ``file:line column`` (line = 1-based physical line of
+the file; a CSV header is line 1).
 A ground module: it imports only :mod:`simkv.errors` and :mod:`simkv.text`, so every layer may
 read files through it.
 """
 
 from __future__ import annotations
 
-import io
-import json
+import itertools
 import re
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from simkv.errors import InputError
-from simkv.text import read_text
+from simkv.text import LineStream, csv_rows, parse_json, read_lines
 
 
 def _bound(limit: float) -> str:
@@ -114,66 +115,62 @@ class Table:
         return values.astype(np.int64)
 
 
-def _first_data_line(text: str) -> int:
-    """1-based line of the first non-blank line after the header."""
-    rows = text.splitlines()
-    return next((i + 1 for i in range(1, len(rows)) if rows[i].strip()), 2)
-
-
-def _parse_csv(path: Path, text: str) -> pd.DataFrame:
+def _parse_csv(path: Path, stream: LineStream) -> pd.DataFrame:
     try:
         with warnings.catch_warnings():
             # pandas only warns (and drops data) when the first row has more fields than the header
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            return pd.read_csv(io.StringIO(text), skip_blank_lines=False, index_col=False)
+            return pd.read_csv(stream, skip_blank_lines=False, index_col=False)
     except pd.errors.EmptyDataError:
         raise InputError("empty trace: no header and no requests", file=path) from None
     except pd.errors.ParserWarning:
         message = "malformed CSV: more fields than the header"
-        raise InputError(message, file=path, line=_first_data_line(text)) from None
+        raise InputError(message, file=path, line=stream.first_data_line or 2) from None
     except pd.errors.ParserError as err:
         found = re.search(r"line (\d+)", str(err))
         line = int(found.group(1)) if found else None
         raise InputError(f"malformed CSV: {err}".strip(), file=path, line=line) from None
 
 
-def _csv_table(path: Path, text: str) -> Table:
-    frame = _parse_csv(path, text)
+def _csv_table(path: Path, lines: Iterator[tuple[int, str]]) -> Table:
+    frame = _parse_csv(path, LineStream(lines))
     frame.columns = [str(c).strip() for c in frame.columns]
     empty = frame.isna()
     for name in frame.columns:
         if not pd.api.types.is_numeric_dtype(frame[name]):
             empty[name] |= frame[name].astype(str).str.strip().eq("")
     keep = ~empty.all(axis=1).to_numpy()
-    lines = np.flatnonzero(keep) + 2
-    return Table(path, frame[keep].reset_index(drop=True), lines, header_line=1)
+    rows = np.flatnonzero(keep) + 2
+    return Table(path, frame[keep].reset_index(drop=True), rows, header_line=1)
 
 
-def _jsonl_table(path: Path, text: str) -> Table:
+def _jsonl_table(path: Path, lines: Iterator[tuple[int, str]]) -> Table:
     records: list[dict] = []
-    lines: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    numbers: list[int] = []
+    for number, line in lines:
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"invalid JSON: {err.msg}", file=path, line=number) from None
-        except RecursionError:
-            raise InputError("invalid JSON: nested too deeply", file=path, line=number) from None
+        record = parse_json(line, path, number)
         if not isinstance(record, dict):
             raise InputError("expected a JSON object per line", file=path, line=number)
         records.append(record)
-        lines.append(number)
-    first = lines[0] if lines else 1
-    return Table(path, pd.DataFrame(records), np.asarray(lines, np.int64), header_line=first)
+        numbers.append(number)
+    first = numbers[0] if numbers else 1
+    return Table(path, pd.DataFrame(records), np.asarray(numbers, np.int64), header_line=first)
 
 
 def read_table(path: Path) -> Table:
-    """A CSV or JSONL file (JSONL if its first non-blank character is ``{``), ≥ 1 row."""
-    text = read_text(path)
-    is_jsonl = text.lstrip().startswith("{")
-    table = _jsonl_table(path, text) if is_jsonl else _csv_table(path, text)
+    """A CSV or JSONL file (JSONL if its first non-blank character is ``{``), ≥ 1 row, read
+    line by line within :data:`simkv.text.MAX_LINE_BYTES`."""
+    lines = read_lines(path)
+    head = []
+    for item in lines:
+        head.append(item)
+        if item[1].strip():
+            break
+    is_jsonl = head[-1][1].lstrip().startswith("{") if head else False
+    rest = itertools.chain(head, lines)
+    table = _jsonl_table(path, rest) if is_jsonl else _csv_table(path, csv_rows(rest, path))
     if len(table.frame) == 0:
         raise InputError("empty trace: no requests", file=path)
     return table

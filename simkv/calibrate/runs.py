@@ -15,6 +15,7 @@ import yaml
 
 from simkv.config.base import parse_yaml, validate
 from simkv.config.cost import RooflineCostConfig
+from simkv.config.limits import as_folder_name
 from simkv.config.sim import SimConfig
 from simkv.errors import InputError
 from simkv.measured import MeasuredRun
@@ -62,7 +63,7 @@ def replay_config(
         return cfg, config.parent
     engine = run.engine
     data = {
-        "name": f"calibrate-{run.label}",
+        "name": as_folder_name(f"calibrate-{run.label}"),
         "workload": {"kind": "measured", "path": str(run.source.resolve())},
         "model": _preset("models", engine.model if engine else None, model, run.source),
         "gpu": _preset("gpus", engine.gpu if engine else None, gpu, run.source),

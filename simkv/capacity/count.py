@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simkv.capacity.search import Outcome, SearchError, Verdict
+from simkv.capacity.search import Outcome, SearchError, Verdict, check_per_round
 
 CountJudge = Callable[[list[int]], dict[int, Verdict]]
 """Replica counts → the verdict on each (a mapping with every count asked for)."""
@@ -79,8 +79,7 @@ def check_count_parameters(count_min: int, count_max: int, per_round: int) -> No
     """Raise :class:`SearchError` unless the parameters can run a count search."""
     if not 1 <= count_min < count_max:
         raise SearchError(f"need 1 ≤ count_min < count_max, got {count_min} and {count_max}")
-    if per_round < 1:
-        raise SearchError(f"per_round must be at least 1, got {per_round}")
+    check_per_round(per_round)
 
 
 def search_count(

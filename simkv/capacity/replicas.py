@@ -38,7 +38,7 @@ from simkv.capacity.run import (
 )
 from simkv.capacity.search import SearchError
 from simkv.config.fleet import ENGINE_SECTIONS
-from simkv.config.fleet_options import FleetOption, FleetOptions
+from simkv.config.fleet_options import FleetOption, FleetOptions, in_options_file
 from simkv.config.sim import SimConfig
 from simkv.errors import InputError
 from simkv.run import load_config
@@ -106,6 +106,20 @@ def check_option(config: Path, cfg: SimConfig, option: FleetOption) -> None:
                 file=config,
                 field=f"fleet.replicas.0.{section}",
             )
+
+
+def check_options(
+    config: Path, sets: list[str], at_rate: float, options: FleetOptions, path: Path
+) -> None:
+    """Every option's items applied to ``config`` before any run; the errors of the first
+    option that has any, those of its items located in the options file ``path``."""
+    base = load_config(config, sets)
+    for k, option in enumerate(options.options):
+        try:
+            check_option(config, base, option)
+            count_sets(config, [*sets, *option.set], at_rate)
+        except InputError as err:
+            raise in_options_file(path, k, option, err) from None
 
 
 def find_min_count(

@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 SIGNIFICANT_DIGITS = 4
+MAX_PER_ROUND = 64
+"""Most points (rates or replica counts) one round judges: each is a simulation, and a round
+of 64 already shrinks a rate bracket's ratio to its 65th root (a count bracket by 65)."""
 Verdict = bool | None
 """Whether a run meets the SLOs; ``None`` when the run failed (it says nothing of the SLOs)."""
 Judge = Callable[[list[float]], dict[float, Verdict]]
@@ -105,8 +108,15 @@ def check_parameters(rate_min: float, rate_max: float, tolerance: float, per_rou
         raise SearchError(f"rate_min and rate_max round to the same rate ({rounded(rate_min):g})")
     if not 0 < tolerance < 1:
         raise SearchError(f"tolerance must lie between 0 and 1, got {tolerance:g}")
+    check_per_round(per_round)
+
+
+def check_per_round(per_round: int) -> None:
+    """Raise :class:`SearchError` unless 1 ≤ ``per_round`` ≤ :data:`MAX_PER_ROUND`."""
     if per_round < 1:
         raise SearchError(f"per_round must be at least 1, got {per_round}")
+    if per_round > MAX_PER_ROUND:
+        raise SearchError(f"per_round must be at most {MAX_PER_ROUND}, got {per_round}")
 
 
 def search(

@@ -33,7 +33,8 @@ def capacity(
         float, typer.Option(help="Stop when the bracket's ends are within this ratio - 1.")
     ] = 0.02,
     per_round: Annotated[
-        int, typer.Option(help="Rates simulated per round (the executor runs them at once).")
+        int,
+        typer.Option(help="Rates (or counts) simulated per round, run at once; 1..64."),
     ] = 3,
     min_good: Annotated[
         float | None,
@@ -76,6 +77,7 @@ def capacity(
 
     with input_errors(ctx):
         _check_mode(ctx, at_rate is not None)
+        _check_per_round(per_round)
     runs: dict[str, Any] = {
         "min_good_fraction": min_good, "executor": executor.value, "jobs": jobs,
         "ray_address": ray_address, "run_timeout_s": run_timeout or None,
@@ -160,6 +162,17 @@ def _check_mode(ctx: typer.Context, counting: bool) -> None:
             need = ("searches rates, not replica counts: drop it with --at-rate" if counting
                     else "belongs to the replica-count search: give --at-rate too")  # fmt: skip
             raise InputError(need, field=flag)
+
+
+def _check_per_round(per_round: int) -> None:
+    """:class:`InputError` at ``--per-round`` outside 1..:data:`MAX_PER_ROUND`."""
+    from simkv.capacity.search import SearchError, check_per_round
+    from simkv.errors import InputError
+
+    try:
+        check_per_round(per_round)
+    except SearchError as err:
+        raise InputError(str(err), field="--per-round") from None
 
 
 def _print_round(rates: list[float]) -> None:

@@ -18,7 +18,7 @@ def fleet_capacity(
     options_file: Path | None, out: Path | None, force: bool = False,
 ) -> None:  # fmt: skip
     """Run the count search (or one per option), write the folder and its reports, print."""
-    from simkv.capacity.replicas import find_cheapest, find_min_count
+    from simkv.capacity.replicas import check_options, find_cheapest, find_min_count
     from simkv.config.fleet_options import load_fleet_options
     from simkv.errors import InputError
     from simkv.outputs import Kind, new_output
@@ -31,6 +31,8 @@ def fleet_capacity(
             raise InputError(f"expected a share in (0, 1], got {floor:g}", field="--min-good")
         options = None if options_file is None else load_fleet_options(options_file)
         name = load_config(config, sets).name
+        if options is not None and options_file is not None:
+            check_options(config, sets, opts.at_rate, options, options_file)
         suffix = "fleets" if options else "replicas"
         out_dir = out or Path("reports") / f"{name}-{suffix}"
         try:

@@ -12,6 +12,11 @@ from simkv.cli.common import ForceOption, input_errors, int_list, simkv_page, si
 if TYPE_CHECKING:
     from simkv.calibrate.api import Calibration
 
+MAX_EVALS = 10_000
+"""Most simulations ``--max-evals`` allows a request-level fit (each is a full replay)."""
+MAX_ERROR = 100.0
+"""Largest ``--max-error``, a fraction (100 = 10,000 %); the range refuses NaN, which would
+accept every fit."""
 _DIFF_STYLES = {"close": "green", "fair": "yellow", "far": "red", "none": ""}
 
 
@@ -149,10 +154,14 @@ def calibrate(
             help="Start from this calibration profile (default: the roofline's defaults)."
         ),
     ] = None,
-    max_evals: Annotated[int, typer.Option(help="Simulations a request-level fit may run.")] = 150,
+    max_evals: Annotated[
+        int, typer.Option(help=f"Simulations a request-level fit may run, 1..{MAX_EVALS}.")
+    ] = 150,
     max_error: Annotated[
         float,
-        typer.Option(help="Exit 1 when the fitted mean abs. error (a fraction) stays above this."),
+        typer.Option(
+            help="Exit 1 when the fitted mean abs. error (a fraction, 0..100) stays above this."
+        ),
     ] = 0.2,
     out: Annotated[
         Path | None,
@@ -169,6 +178,7 @@ def calibrate(
 
     what = "a calibration profile"
     with input_errors(ctx):
+        _check_limits(max_evals, max_error)
         if out is not None:  # refused before the fit, not after it
             with claim_file(out, simkv_profile, what, force=force):
                 pass
@@ -201,3 +211,15 @@ def calibrate(
     with input_errors(ctx), claim_file(path, simkv_profile, what, force=force) as target:
         write_profile(cal.result.config, target, header)
     typer.echo(f"wrote {path}")
+
+
+def _check_limits(max_evals: int, max_error: float) -> None:
+    """:class:`InputError` at ``--max-evals`` outside 1..:data:`MAX_EVALS` or ``--max-error``
+    outside 0..:data:`MAX_ERROR` (NaN included)."""
+    from simkv.errors import InputError
+
+    if not 1 <= max_evals <= MAX_EVALS:
+        raise InputError(f"must lie in 1..{MAX_EVALS}, got {max_evals}", field="--max-evals")
+    if not 0 <= max_error <= MAX_ERROR:
+        message = f"must lie in 0..{MAX_ERROR:g} (a fraction), got {max_error:g}"
+        raise InputError(message, field="--max-error")

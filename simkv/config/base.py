@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from simkv.config.safe_yaml import load_bounded
 from simkv.errors import InputError, all_of
-from simkv.text import decode_utf8
+from simkv.text import read_text
 
 M = TypeVar("M", bound=BaseModel)
 KeyPath = tuple[str | int, ...]
@@ -138,12 +138,9 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
 
 
 def load_yaml(path: str | Path) -> YamlDoc:
-    """Read and parse a YAML file; a missing or non-UTF-8 file is an :class:`InputError`."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=path) from None
-    return parse_yaml(decode_utf8(raw, str(path)), str(path))
+    """Read and parse a YAML file; a missing, non-UTF-8 or too large (:mod:`simkv.text`) file
+    is an :class:`InputError`."""
+    return parse_yaml(read_text(Path(path)), str(path))
 
 
 def _data_path(data: Any, loc: tuple[str | int, ...], keep_last: bool = True) -> KeyPath:

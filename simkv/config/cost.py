@@ -16,11 +16,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveInt
+from pydantic import Field
 
 from simkv.config.base import Frozen
+from simkv.config.limits import MIN_EFFICIENCY, LatencyUs, OverheadMs
 
-Efficiency = Annotated[float, Field(gt=0.0, le=4.0)]
+Efficiency = Annotated[
+    float, Field(ge=MIN_EFFICIENCY, le=4.0, description=f"fraction, {MIN_EFFICIENCY:g}..4")
+]
 """A fraction of a spec-sheet rate reached in practice. Above 1 is allowed (up to 4) because
 spec sheets sometimes understate what kernels reach (e.g. FP16-accumulate tensor rates on
 GeForce boards, or a calibration absorbing a term the model lacks); a calibration reports it."""
@@ -39,7 +42,7 @@ class TransferCostConfig(Frozen):
 
     memory_efficiency: Efficiency = 0.8
     host_link_efficiency: Efficiency = 0.8
-    swap_copy_latency_us: NonNegativeFloat = 5.0
+    swap_copy_latency_us: LatencyUs = 5.0
 
 
 class RooflineCostConfig(TransferCostConfig):
@@ -111,23 +114,23 @@ class RooflineCostConfig(TransferCostConfig):
     """
 
     kind: Literal["roofline"] = "roofline"
-    step_overhead_ms: NonNegativeFloat = Field(
+    step_overhead_ms: OverheadMs = Field(
         0.52,
         description="ms per step; default: vLLM 0.19's bundled Llama-3.1-8B runs "
         "(traces/measured, joint fit of the two host overheads: 0.524 ms)",
     )
-    seq_overhead_ms: NonNegativeFloat = Field(
+    seq_overhead_ms: OverheadMs = Field(
         0.0056,
         description="ms per sequence per step; default: the same joint fit (0.00560 ms; "
         "the 2023-era vLLM of DistServe's profile: 0.02-0.12 ms)",
     )
-    worker_overhead_ms: NonNegativeFloat = Field(
+    worker_overhead_ms: OverheadMs = Field(
         0.0,
         description="ms per step per tensor-parallel worker beyond the first: the engine "
         "handing each worker its step (the 2023-era vLLM made one Ray call per worker per "
         "step); default 0 (not identifiable in the bundled tp-1 runs)",
     )
-    prefill_overhead_ms: NonNegativeFloat = Field(
+    prefill_overhead_ms: OverheadMs = Field(
         0.0,
         description="ms per prefilling sequence per step; default 0 (not identifiable in "
         "the bundled runs)",
@@ -159,7 +162,7 @@ class RooflineCostConfig(TransferCostConfig):
         "(simkv.calibrate.kernels.fit_attention on traces/measured/llmservingsim-profiles: "
         "0.863)",
     )
-    attention_floor_us: NonNegativeFloat = Field(
+    attention_floor_us: LatencyUs = Field(
         13.3,
         description="µs per layer per step an attention call takes before its bytes and FLOPs "
         "(launch, first wave); default: the same fit (13.34 µs)",
@@ -179,16 +182,16 @@ class RooflineCostConfig(TransferCostConfig):
         "group − 1 extra reads that reach HBM (the rest hit L2); default: the same fit, mixed "
         "shapes (0.394)",
     )
-    allreduce_latency_us: NonNegativeFloat = Field(
+    allreduce_latency_us: LatencyUs = Field(
         10.0,
         description="fixed µs per all-reduce call (launch); default: NCCL's small-message floor",
     )
-    nvlink_hop_latency_us: NonNegativeFloat = Field(
+    nvlink_hop_latency_us: LatencyUs = Field(
         2.0,
         description="µs per ring step over NVLink; default: NCCL's small-message all-reduce "
         "over NVLink, ~15-40 µs at tp 2-8",
     )
-    pcie_hop_latency_us: NonNegativeFloat = Field(
+    pcie_hop_latency_us: LatencyUs = Field(
         70.0,
         description="µs per ring step over PCIe; default: ≈ 150 µs per all-reduce at "
         "tp 2 over PCIe",
@@ -196,11 +199,12 @@ class RooflineCostConfig(TransferCostConfig):
     interconnect_efficiency: Efficiency = Field(
         0.7, description="fraction of link bandwidth an all-reduce reaches (NCCL bus bandwidth)"
     )
-    attention_block_size_knee: PositiveInt = Field(
-        16, description="block size from which attention reads KV at full speed"
-    )
-    small_block_attention_penalty: NonNegativeFloat = Field(
-        0.5, description="exponent of the small-block KV-read slowdown (0 = off)"
+    attention_block_size_knee: int = Field(
+        16, ge=1, le=4096, description="block size from which attention reads KV at full speed, "
+        "1..4096",
+    )  # fmt: skip
+    small_block_attention_penalty: float = Field(
+        0.5, ge=0, le=4, description="exponent of the small-block KV-read slowdown (0 = off), 0..4"
     )
 
 

@@ -18,6 +18,7 @@ from simkv.config.limits import (
     MAX_LOG_SIGMA,
     MAX_LOG_TOKENS,
     MAX_TOKENS,
+    MAX_WEIGHT,
     Priority,
     Seconds,
     Tokens,
@@ -207,8 +208,10 @@ class PriorityConfig(Frozen):
     """Request priorities drawn from ``values`` (lower = more important)."""
 
     values: list[Priority] = Field(min_length=1, description="possible priorities")
-    weights: list[NonNegativeFloat] | None = Field(
-        None, description="relative probability of each value; None = equally likely"
+    weights: list[Annotated[float, Field(ge=0, le=MAX_WEIGHT)]] | None = Field(
+        None,
+        description=f"relative probability of each value, 0..{MAX_WEIGHT:g} (their sum stays "
+        "finite); None = equally likely",
     )
 
     @model_validator(mode="after")

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from simkv.config.base import Frozen, load_yaml, validate
+from simkv.errors import InputError, all_of
 
 MAX_OPTIONS = 64
 """Most options of one file (each is a count search of its own)."""
@@ -56,3 +57,35 @@ def load_fleet_options(path: str | Path) -> FleetOptions:
     """Read and validate an options file; errors are :class:`~simkv.errors.InputError`
     (file:line)."""
     return validate(FleetOptions, load_yaml(path))
+
+
+def in_options_file(path: str | Path, k: int, option: FleetOption, err: InputError) -> InputError:
+    """``err``, raised by the run config with option ``k``'s items applied, each line that
+    blames ``--set`` blamed instead on the item of the options file ``path`` that wrote it
+    (its file:line; the option's ``set:`` line when no item matches), naming the option."""
+    doc = load_yaml(path)
+
+    def located(one: InputError) -> InputError:
+        if one.file != "--set":
+            return one
+        j = _item_of(option.set, one)
+        line = doc.line_of(("options", k, "set", *(() if j is None else (j,))))
+        message = f"option {option.name}: {one.message}"
+        return InputError(message, file=path, line=line, field=one.field)
+
+    return all_of([located(one) for one in (err, *err.also)])
+
+
+def _item_of(items: list[str], err: InputError) -> int | None:
+    """The index of the item ``err`` is about: the one its message quotes, else the one
+    setting its field, else the one setting the nearest key above or below it."""
+    quoted = [j for j, item in enumerate(items) if repr(item) in err.message]
+    if quoted:
+        return quoted[0]
+    field = err.field or ""
+    keys = [item.partition("=")[0].strip() for item in items]
+    if field in keys:
+        return keys.index(field)
+    near = [(len(key), j) for j, key in enumerate(keys) if field and key and (
+        f"{field}.".startswith(f"{key}.") or key.startswith(f"{field}."))]  # fmt: skip
+    return max(near)[1] if near else None

@@ -22,15 +22,20 @@ from typing import Any, Literal, Self
 
 from pydantic import (
     Field,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
     field_validator,
     model_validator,
 )
 
 from simkv.config.base import Frozen
-from simkv.config.limits import MAX_GPU_GIB, Tokens
+from simkv.config.limits import (
+    MAX_GPU_GIB,
+    MAX_PARAMETERS,
+    Gbps,
+    ModelCount,
+    ModelDim,
+    Tflops,
+    Tokens,
+)
 from simkv.presets import PresetKind, list_presets, read_preset
 
 DType = Literal["fp16", "bf16", "fp32", "fp8"]
@@ -81,21 +86,21 @@ class ModelSpec(Frozen):
     """
 
     name: str
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    num_attention_heads: PositiveInt
-    num_kv_heads: PositiveInt
-    head_dim: PositiveInt
-    intermediate_size: PositiveInt
-    vocab_size: PositiveInt
-    num_parameters: PositiveInt
+    num_layers: ModelDim
+    hidden_size: ModelDim
+    num_attention_heads: ModelDim
+    num_kv_heads: ModelDim
+    head_dim: ModelDim
+    intermediate_size: ModelDim
+    vocab_size: ModelDim
+    num_parameters: int = Field(gt=0, le=MAX_PARAMETERS, description="1..10^15")
     dtype: DType
     kv_dtype: DType | None = None
     max_model_len: Tokens
     tie_word_embeddings: bool = False
-    num_experts: NonNegativeInt = 0
-    experts_per_token: NonNegativeInt = 0
-    expert_intermediate_size: NonNegativeInt = 0
+    num_experts: ModelCount = 0
+    experts_per_token: ModelCount = 0
+    expert_intermediate_size: ModelCount = 0
     source: str | None = None
 
     @model_validator(mode="before")
@@ -200,19 +205,19 @@ class GpuSpec(Frozen):
 
     name: str
     memory_bytes: int = Field(ge=1, le=int(MAX_GPU_GIB) << 30, description="bytes, ≤ 1024 GiB")
-    peak_tflops: PositiveFloat
-    peak_fp8_tflops: PositiveFloat | None = None
-    sustained_tflops: PositiveFloat | None = Field(
+    peak_tflops: Tflops
+    peak_fp8_tflops: Tflops | None = None
+    sustained_tflops: Tflops | None = Field(
         None,
         description="dense BF16 TFLOP/s a large matmul measurably sustains (the presets: the "
         "ml-engineering MAMF table, else torch BF16 matmul at 8192^3; cited in each preset's "
         "source); None: peak_tflops. Overriding a preset's peak_tflops drops its measured "
         "rate unless this is given too",
     )
-    hbm_bandwidth_gbps: PositiveFloat
-    host_link_gbps: PositiveFloat
+    hbm_bandwidth_gbps: Gbps
+    host_link_gbps: Gbps
     interconnect: Interconnect = "pcie"
-    interconnect_gbps: PositiveFloat
+    interconnect_gbps: Gbps
     compute_capability: str | None = Field(
         None,
         pattern=r"^[1-9][0-9]?\.[0-9]$",

@@ -140,7 +140,12 @@ class SharedPrefixWorkload(Frozen):
     num_requests: RequestCount | None = Field(None, description="number of requests, ≤ 10^7")
     duration_s: PositiveFloat | None = Field(None, description="all arrivals before this, s")
     arrival: ArrivalConfig
-    num_prefixes: PositiveInt = Field(description="number of distinct shared prefixes")
+    num_prefixes: int = Field(
+        gt=0,
+        le=MAX_REQUESTS,
+        description=f"number of distinct shared prefixes, 1..{MAX_REQUESTS} (one length and "
+        "one popularity each are drawn for every prefix)",
+    )
     prefix_tokens: LengthConfig = Field(description="length of each prefix, tokens")
     zipf_a: NonNegativeFloat = Field(1.0, description="Zipf exponent of prefix popularity")
     suffix_tokens: LengthConfig = Field(description="unique part after the prefix, tokens")

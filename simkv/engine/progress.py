@@ -34,10 +34,7 @@ def stalled(start_s: float, sched: Scheduler) -> SimulationStalled:
     """The error for a step starting at ``start_s`` in which nothing can be scheduled."""
     return SimulationStalled(
         f"stalled at t={start_s:.6f} s: {_queues(sched)}, and no request can be scheduled; "
-        "likely the waiting head (its prompt, plus its output so far after a preemption) "
-        "exceeds what one step may schedule whole or what the KV cache holds: raise "
-        "scheduler.max_num_batched_tokens to model.max_model_len or more, or give the KV "
-        "cache more blocks"
+        f"{sched.stall_advice()}"
     )
 
 

@@ -48,6 +48,7 @@ class Scheduler(Protocol):
     def complete_decode_run_step(self, plan: StepPlan, now: float) -> None: ...
     def check(self) -> None: ...
     def cached_prefix_tokens(self, probe: Callable[[], Seq]) -> int: ...
+    def stall_advice(self) -> str: ...
 
     @property
     def supports_forks(self) -> bool: ...
@@ -92,6 +93,16 @@ class SchedulerBase:
     def queue_lengths(self) -> tuple[int, int, int]:
         """(waiting, running, swapped)."""
         return len(self.waiting), len(self.running), len(self.swapped)
+
+    def stall_advice(self) -> str:
+        """Why nothing can be scheduled and the setting to change (a stall, one clause); a
+        policy that knows a more precise cause overrides it."""
+        return (
+            "likely the waiting head (its prompt, plus its output so far after a preemption) "
+            "exceeds what one step may schedule whole or what the KV cache holds: raise "
+            "scheduler.max_num_batched_tokens to model.max_model_len or more, or give the KV "
+            "cache more blocks"
+        )
 
     def _mark_scheduled(self, seq: Seq, now: float) -> None:
         seq.status = Status.RUNNING

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from simkv.errors import InputError
-from simkv.text import read_text
+from simkv.text import parse_json, read_text
 
 
 @dataclass(frozen=True)
@@ -41,12 +41,9 @@ class JsonDoc:
 
 
 def read_json(path: Path, *, hint: str = "") -> JsonDoc:
-    """Parse a JSON file; an empty or invalid one is an InputError with the line (plus ``hint``)."""
+    """Parse a JSON file; an empty or invalid one, too large or too deep (the limits of
+    :mod:`simkv.text`), is an InputError with the line (plus ``hint``)."""
     text = read_text(path)
     if not text.strip():
         raise InputError("empty file", file=path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"invalid JSON: {err.msg}{hint}", file=path, line=err.lineno) from None
-    return JsonDoc(path, data, text)
+    return JsonDoc(path, parse_json(text, path, hint=hint), text)

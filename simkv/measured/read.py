@@ -15,14 +15,13 @@ A file that fits none of them is an InputError saying what was expected.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from simkv.errors import InputError
 from simkv.measured import llmservingsim, vllm_bench
 from simkv.measured.generic import read_generic
 from simkv.measured.runs import EngineSettings, MeasuredRun
-from simkv.text import read_text
+from simkv.text import MAX_LINE_BYTES, parse_json
 
 
 def _run_folder(path: Path) -> Path | None:
@@ -46,17 +45,23 @@ def _is_bench_file(path: Path) -> bool:
         return False
     if suffix == ".json":
         return True
-    text = read_text(path).strip()
-    first_line = text.split("\n", 1)[0].strip()
+    try:
+        with path.open("rb") as handle:  # a peek: a table may be far larger than a line
+            peek = handle.read(MAX_LINE_BYTES + 1)
+            more = bool(handle.read(1))
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
+    text = peek.decode("utf-8", errors="replace").removeprefix("\ufeff").lstrip()
+    first, newline, rest = text.partition("\n")
     if not text.startswith("{"):
         return False
-    if not first_line.endswith("}"):
+    if not first.strip().endswith("}"):
         return True
-    if "\n" in text:
+    if (newline and rest.strip()) or more:
         return False
     try:
-        return vllm_bench.is_bench_result(json.loads(text))
-    except json.JSONDecodeError:
+        return vllm_bench.is_bench_result(parse_json(first, path))
+    except InputError:
         return False
 
 

@@ -24,16 +24,16 @@ line and field. :mod:`simkv.calibrate.steps` samples these records for fitting;
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 from simkv.errors import InputError
 from simkv.presets import find_preset
+from simkv.text import read_csv, read_json_file
 
 __all__ = [
     "Coefficients",
@@ -124,12 +124,7 @@ def _coefficients(value: object, path: Path, field: str) -> Coefficients:
 
 
 def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=path) from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise InputError(f"not a JSON document ({err})", file=path) from None
+    return read_json_file(path)[0]
 
 
 def _fit(path: Path, model: str, tp_text: str, coeffs: object, where: str) -> DistServeFit:
@@ -194,18 +189,13 @@ def integer(row: dict[str, str], key: str, path: Path, line: int, *, positive: b
 def rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
     """The non-blank data rows of a CSV file with their line numbers; every ``required``
     column present."""
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.DictReader(handle)
-            for name in required:
-                if name not in (reader.fieldnames or []):
-                    raise InputError("missing column", file=path, line=1, field=name)
-            out = [(reader.line_num, row) for row in reader
-                   if any((v or "").strip() for v in row.values())]  # fmt: skip
-    except UnicodeDecodeError as err:
-        raise InputError(f"not UTF-8 text ({err.reason})", file=path) from None
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=path) from None
+    reader = read_csv(path)
+    header = next(reader, (1, []))[1]
+    for name in required:
+        if name not in header:
+            raise InputError("missing column", file=path, line=1, field=name)
+    out = [(line, dict(zip_longest(header, row))) for line, row in reader
+           if any(cell.strip() for cell in row)]  # fmt: skip
     if not out:
         raise InputError("no data rows", file=path, line=1)
     return out
@@ -241,21 +231,18 @@ def read_splitwise(path: Path, only: str | None = None) -> list[SplitwiseRow]:
 
 def sniff(path: Path) -> str | None:
     """``"distserve"``, ``"splitwise"``, ``"steps"`` (simkv's generic step CSV) or ``"table"``
-    (the table cost model's CSV) by the file's content, or None when it is none of them."""
+    (the table cost model's CSV) by the file's content, or None when it is none of them; a
+    ``.json`` file that is not JSON (or too deep, :mod:`simkv.text`) is an :class:`InputError`."""
     if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            return None
+        data = read_json_file(path)[0]  # a .json file that is not JSON: its located error
         ok = isinstance(data, dict) and any(
             isinstance(v, dict) and any(isinstance(c, dict) and "prefill" in c for c in v.values())
             for v in data.values()
         )
         return "distserve" if ok else None
     try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            header = [name.strip() for name in next(csv.reader(handle), [])]
-    except (OSError, UnicodeDecodeError):
+        header = [name.strip() for name in next(read_csv(path), (1, []))[1]]
+    except InputError:
         return None
     if "token_time" in header:
         return "splitwise"

@@ -10,14 +10,12 @@ The format is :class:`simkv.config.cost.TableCostConfig`'s: a header row, the co
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from simkv.errors import InputError
-from simkv.text import decode_utf8
+from simkv.text import read_csv
 
 __all__ = ["StepTimeTable", "read_step_table"]
 
@@ -67,28 +65,21 @@ def _header(row: list[str], path: Path) -> list[str]:
 
 def _read_points(path: Path) -> dict[tuple[float, float], float]:
     """``{(num_tokens, kv_read_tokens): step_time_ms}``; kv_read_tokens is 0 without its column."""
-    try:
-        text = decode_utf8(path.read_bytes(), str(path)).removeprefix("\ufeff")
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=path) from None
-    with io.StringIO(text, newline="") as handle:
-        reader = csv.reader(handle)
-        names = _header(next(reader, []), path)
-        points: dict[tuple[float, float], float] = {}
-        for row in reader:
-            if not any(cell.strip() for cell in row):
-                continue
-            where = (path, reader.line_num)
-            if len(row) != len(names):
-                raise InputError(
-                    f"expected {len(names)} fields, got {len(row)}", file=path, line=where[1]
-                )
-            values = {n: _number(c.strip(), n, where) for n, c in zip(names, row, strict=True)}
-            key = (values[_TOKENS], values.get(_KV, 0.0))
-            if key in points:
-                message = f"duplicate row for num_tokens={key[0]:g}, kv_read_tokens={key[1]:g}"
-                raise InputError(message, file=path, line=where[1], field=_TOKENS)
-            points[key] = values[_TIME]
+    reader = read_csv(path)
+    names = _header(next(reader, (1, []))[1], path)
+    points: dict[tuple[float, float], float] = {}
+    for line, row in reader:
+        if not any(cell.strip() for cell in row):
+            continue
+        where = (path, line)
+        if len(row) != len(names):
+            raise InputError(f"expected {len(names)} fields, got {len(row)}", file=path, line=line)
+        values = {n: _number(c.strip(), n, where) for n, c in zip(names, row, strict=True)}
+        key = (values[_TOKENS], values.get(_KV, 0.0))
+        if key in points:
+            message = f"duplicate row for num_tokens={key[0]:g}, kv_read_tokens={key[1]:g}"
+            raise InputError(message, file=path, line=where[1], field=_TOKENS)
+        points[key] = values[_TIME]
     if not points:
         raise InputError("no data rows", file=path, line=1)
     return points

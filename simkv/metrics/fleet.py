@@ -24,7 +24,7 @@ import pandas as pd
 
 from simkv.config.sections import SLOConfig
 from simkv.metrics.recorder import RunFrames
-from simkv.metrics.summary import DEFAULT_PERCENTILES, summarize
+from simkv.metrics.summary import DEFAULT_PERCENTILES, finite_or_none, summarize
 
 REPLICA_COLUMNS = (
     "completed", "rejected", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
@@ -95,4 +95,4 @@ def fleet_summary(
             "mean_outstanding": float(load[r]),
             **{name: own.get(name) for name in REPLICA_COLUMNS},
         })  # fmt: skip
-    return summary, pd.DataFrame(rows)
+    return finite_or_none(summary), pd.DataFrame(rows)

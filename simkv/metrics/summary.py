@@ -20,6 +20,8 @@ blocks that forked multi-sequence requests did not need thanks to sharing (None 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -199,7 +201,15 @@ def summarize(
     _memory_stats(steps, total_blocks, out)
     _prefix_stats(req, steps, out)
     out["mean_fork_saving"] = _fork_saving(steps)
-    return out
+    return finite_or_none(out)
+
+
+def finite_or_none(summary: dict[str, float | None]) -> dict[str, float | None]:
+    """``summary`` with every value that is not a finite number as None: JSON has no infinity
+    or NaN (``json.dumps`` would write ``Infinity``, which no JSON reader takes). The config's
+    ranges keep every figure finite; this is the guarantee if arithmetic ever overflows."""
+    return {key: None if isinstance(v, float) and not math.isfinite(v) else v
+            for key, v in summary.items()}  # fmt: skip
 
 
 def _fork_saving(steps: pd.DataFrame) -> float | None:

@@ -4,11 +4,12 @@ priced options, read from the folder's ``capacity.json`` (and its parent's, for 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from simkv.errors import InputError
 from simkv.report.conventions import format_ms
+from simkv.text import parse_json, read_text
 
 
 def capacity_lines(sweep_dir: Path) -> list[str]:
@@ -51,8 +52,8 @@ def failure_line(found: dict[str, Any], head: str) -> str | None:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = parse_json(read_text(path), path)
+    except InputError:
         return None
     return data if isinstance(data, dict) else None
 

@@ -10,7 +10,6 @@ are opened by local path (never read as a URI).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import yaml
 from simkv.errors import InputError
 from simkv.metrics.files import FRAME_NAMES, frame_path, read_table
 from simkv.metrics.recorder import STEP_COLUMNS, RunFrames
+from simkv.text import parse_json
 
 RUN_FILES = ("summary.json", "config.resolved.yaml")  # and the frames, Parquet or CSV
 _REQUEST_COLUMNS = ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens",
@@ -57,8 +57,8 @@ def _read_text(path: Path) -> str:
 
 def _read_summary(path: Path) -> dict[str, Any]:
     try:
-        summary = json.loads(_read_text(path))
-    except (json.JSONDecodeError, RecursionError):
+        summary = parse_json(_read_text(path), path)
+    except InputError:
         raise InputError("damaged run file: not JSON", file=path) from None
     if not isinstance(summary, dict):
         raise InputError("damaged run file: expected a JSON object", file=path)
@@ -108,8 +108,8 @@ _REPLICA_COLUMNS = ("replica", "routed", "mean_outstanding")
 def _read_replicas(path: Path) -> pd.DataFrame:
     """A fleet run's per-replica table: a JSON list of rows with :data:`_REPLICA_COLUMNS`."""
     try:
-        rows = json.loads(_read_text(path))
-    except (json.JSONDecodeError, RecursionError):
+        rows = parse_json(_read_text(path), path)
+    except InputError:
         raise InputError("damaged run file: not JSON", file=path) from None
     ok = isinstance(rows, list) and rows and all(isinstance(row, dict) for row in rows)
     table = pd.DataFrame(rows) if ok else pd.DataFrame()

@@ -11,7 +11,6 @@ is its row position + 1.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from simkv.errors import InputError
 from simkv.report.run_folder import read_config, read_table
 from simkv.report.run_report import format_value
 from simkv.report.sweep_summary import SLO_KEYS, slo_column
+from simkv.text import read_json_file
 
 STATUS_OK = "ok"
 RUNS_DIR = "runs"
@@ -84,9 +84,12 @@ def load_sweep_folder(sweep_dir: Path) -> SweepFolder:
         if not (sweep_dir / name).is_file():
             raise InputError(f"not a simkv sweep folder: missing {name}", file=sweep_dir)
     try:
-        meta = json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
+        meta = read_json_file(sweep_dir / "sweep.json")[0]
         name, axes = str(meta["name"]), tuple(str(axis) for axis in meta["axes"])
-    except (ValueError, KeyError, TypeError) as err:
+    except InputError as err:
+        message = f"unreadable sweep.json: {err.message}"
+        raise InputError(message, file=err.file, line=err.line) from None
+    except (KeyError, TypeError) as err:
         raise InputError(f"unreadable sweep.json: {err}", file=sweep_dir / "sweep.json") from None
     table = read_table(sweep_dir / "sweep.parquet", ())
     missing = [c for c in ("run_id", "status", "error", *axes) if c not in table.columns]

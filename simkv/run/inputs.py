@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simkv.config.limits import MAX_RUN_BLOCKS
 from simkv.config.policy import OrcaConfig
 from simkv.config.sim import SimConfig
 from simkv.engine.capacity import KVSizing
@@ -172,7 +173,27 @@ def check_groups(cfg: SimConfig, workload: Workload | None = None) -> list[Group
         groups.append(GroupInputs(group, sizing, name, specs[k].count if specs else 1))
     if errors:
         raise all_of(errors)
+    _check_run_blocks(cfg, groups)
     return groups
+
+
+def _check_run_blocks(cfg: SimConfig, groups: list[GroupInputs]) -> None:
+    """:class:`InputError` when the run's replicas would allocate more than
+    :data:`MAX_RUN_BLOCKS` KV blocks together (GPU blocks, and swap blocks where they swap)."""
+    blocks = [
+        g.sizing.num_blocks + (g.sizing.swap_blocks if g.config.scheduler.traits.swap else 0)
+        for g in groups
+    ]
+    total = sum(g.count * b for g, b in zip(groups, blocks, strict=True))
+    if total <= MAX_RUN_BLOCKS:
+        return
+    terms = " + ".join(f"{g.count} × {b:,}" for g, b in zip(groups, blocks, strict=True))
+    raise InputError(
+        f"the run would allocate {total:,} KV blocks ({terms} per replica), more than "
+        f"{MAX_RUN_BLOCKS:,} (about 56 bytes each, simkv.config.limits.MAX_RUN_BLOCKS): use "
+        "fewer replicas, a larger kv_cache.block_size or a smaller KV cache",
+        field="fleet.replicas" if cfg.fleet is not None else "kv_cache",
+    )
 
 
 def check_inputs(cfg: SimConfig, base_dir: Path, workload: Workload | None = None) -> RunInputs:

@@ -37,6 +37,7 @@ from simkv.run import simulate, write_run
 from simkv.sweep.deadline import time_limit
 from simkv.sweep.executors import make_executor
 from simkv.sweep.spec import PlannedRun, SweepPlan, load_sweep
+from simkv.text import read_json_file
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -102,8 +103,8 @@ RUN_TABLES = ("requests.parquet", "steps.parquet", "itl.parquet")
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     """A run folder's summary.json as a mapping, or None when missing, truncated or not one."""
     try:
-        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        summary = read_json_file(run_dir / "summary.json")[0]
+    except InputError:
         return None
     return summary if isinstance(summary, dict) else None
 
@@ -113,7 +114,9 @@ def _files_intact(run_dir: Path) -> bool:
     footer, summary.json a complete mapping, config.resolved.yaml not empty."""
     try:
         for name in RUN_TABLES:
-            pq.read_metadata(run_dir / name)
+            # an open file, never a path string: pyarrow takes "ab:12/x" as a URI
+            with (run_dir / name).open("rb") as handle:
+                pq.read_metadata(handle)
         resolved = (run_dir / "config.resolved.yaml").stat().st_size
     except (OSError, pa.ArrowException):
         return False
@@ -244,8 +247,8 @@ def write_table(path: Path, table: pd.DataFrame) -> None:
 
 def _previous_timings(path: Path) -> dict[str, float]:
     try:
-        return dict(json.loads(path.read_text(encoding="utf-8"))["runs"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return dict(read_json_file(path)[0]["runs"])
+    except (InputError, ValueError, KeyError, TypeError):
         return {}
 
 

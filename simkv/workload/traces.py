@@ -42,6 +42,8 @@ _KNOWN = (
     f"Azure ({', '.join(AZURE)}), Mooncake ({', '.join(MOONCAKE)}), "
     f"ShareGPT lengths ({', '.join(SHAREGPT)}) or generic ({', '.join(GENERIC)})"
 )
+#: Years an Azure ``TIMESTAMP`` may lie in: pandas' nanosecond timestamps end in 1677 and 2262.
+AZURE_YEARS = (1678, 2261)
 #: Tokens covered by one Mooncake hash id.
 MOONCAKE_BLOCK_TOKENS = 512
 
@@ -87,18 +89,28 @@ class _Rows:
 
 
 def _azure_seconds(table: Table) -> np.ndarray:
+    """Seconds since the earliest ``TIMESTAMP``: ISO 8601 stamps (UTC offsets converted) in
+    years :data:`AZURE_YEARS` (nanosecond timestamps), at most ``MAX_ARRIVAL_S`` apart."""
     raw = table.column("TIMESTAMP")
     try:
         stamps = pd.to_datetime(raw.astype(str), format="ISO8601", errors="coerce")
     except ValueError:  # pandas refuses a column mixing UTC offsets unless utc=True
         stamps = pd.to_datetime(raw.astype(str), format="ISO8601", errors="coerce", utc=True)
-    bad = stamps.isna().to_numpy()
+    first, last = AZURE_YEARS
+    years = stamps.dt.year.to_numpy(np.float64, na_value=np.nan)
+    bad = ~((years >= first) & (years <= last))
     if bad.any():
         row = int(np.argmax(bad))
-        raise table.fail(row, "TIMESTAMP", f"unparsable timestamp {raw.iloc[row]!r}")
+        message = f"unparsable timestamp {raw.iloc[row]!r} (ISO 8601, years {first}..{last})"
+        raise table.fail(row, "TIMESTAMP", message)
     if getattr(stamps.dt, "tz", None) is not None:
         stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
     ns = stamps.astype("datetime64[ns]").to_numpy().view(np.int64)
+    late = (ns.astype(np.float64) - float(ns.min())) / 1e9 > MAX_ARRIVAL_S
+    if late.any():
+        row = int(np.argmax(late))
+        message = f"{raw.iloc[row]!r} is more than {MAX_ARRIVAL_S:g} s after the earliest stamp"
+        raise table.fail(row, "TIMESTAMP", message)
     return (ns - ns.min()) / 1e9
 
 

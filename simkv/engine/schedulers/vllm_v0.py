@@ -264,6 +264,18 @@ class VllmV0Scheduler(SchedulerBase):
         seq.status = Status.SWAPPED
         self.swapped.append(seq)
 
+    def stall_advice(self) -> str:
+        """The watermark's advice when it alone keeps the head (swapped first) out."""
+        head = self.swapped[0] if self.swapped else self.waiting.peek() if self.waiting else None
+        can = self.kv.swap.can_swap_in if self.swapped else self.kv.can_allocate
+        kept = self.watermark_blocks
+        if head is None or (can(head, kept), can(head, 0)) != (AllocStatus.LATER, AllocStatus.OK):
+            return super().stall_advice()
+        which = "swapped" if self.swapped else "waiting"
+        return (f"the {which} head would fit but for the {kept} blocks scheduler.watermark "
+                f"({self.cfg.watermark:g}) keeps free: lower scheduler.watermark, or give the KV "
+                "cache more blocks")  # fmt: skip
+
     def _schedule_swapped(self, plan: StepPlan, now: float) -> bool:
         """Swap requests back in while they fit; True when one was dropped and none is left."""
         swapped = self.swapped
