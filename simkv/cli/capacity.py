@@ -46,7 +46,7 @@ def capacity(
     executor: Annotated[
         Executor, typer.Option(help="Where runs execute; ray needs pip install -e '.[ray]'.")
     ] = Executor.serial,
-    jobs: Annotated[int | None, typer.Option(help="Parallel runs [default: CPUs].")] = None,
+    jobs: Annotated[int | None, typer.Option(help="Parallel runs, 1..256 [default: CPUs].")] = None,
     ray_address: Annotated[
         str | None, typer.Option(help="Join this Ray cluster instead of starting a local one.")
     ] = None,

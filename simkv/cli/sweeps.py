@@ -24,7 +24,7 @@ def sweep(
     executor: Annotated[
         Executor, typer.Option(help="Where runs execute; ray needs pip install -e '.[ray]'.")
     ] = Executor.serial,
-    jobs: Annotated[int | None, typer.Option(help="Parallel runs [default: CPUs].")] = None,
+    jobs: Annotated[int | None, typer.Option(help="Parallel runs, 1..256 [default: CPUs].")] = None,
     resume: Annotated[
         bool, typer.Option(help="Skip runs whose outputs are complete for the same config.")
     ] = False,

@@ -148,7 +148,8 @@ def write_run(out: RunOutput, out_dir: Path, fmt: FrameFormat = FrameFormat.parq
         "kv_swap_blocks": out.sizing.swap_blocks,
         "kv_token_slots": out.sizing.token_slots,
     }
-    write_file(paths["summary"], json.dumps({**out.summary, **sizing}, indent=2) + "\n")
+    summary = json.dumps({**out.summary, **sizing}, indent=2, allow_nan=False)  # valid JSON only
+    write_file(paths["summary"], summary + "\n")
     if out.replicas is not None:
         paths["replicas"] = out_dir / "replicas.json"
         write_file(paths["replicas"], out.replicas.to_json(orient="records", indent=2) + "\n")

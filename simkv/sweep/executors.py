@@ -194,13 +194,18 @@ class RayExecutor:
                 ray.shutdown()
 
 
+MAX_JOBS = 256
+"""Most parallel runs of one command: each process-pool worker is a Python process holding a
+run's frames (hundreds of MB for a long trace), all started at once."""
+
+
 def make_executor(
     kind: str, *, jobs: int | None = None, ray_address: str | None = None
 ) -> Executor:
     """The executor named ``kind``; ``jobs`` defaults to the machine's CPU count."""
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    if workers < 1:
-        raise InputError(f"must be at least 1, got {workers}", field="--jobs")
+    workers = jobs if jobs is not None else min(os.cpu_count() or 1, MAX_JOBS)
+    if not 1 <= workers <= MAX_JOBS:
+        raise InputError(f"must lie in 1..{MAX_JOBS}, got {workers}", field="--jobs")
     if kind == "serial":
         return SerialExecutor()
     if kind == "process":

@@ -236,7 +236,7 @@ def _task(plan: SweepPlan, run: PlannedRun, runs_dir: Path, timeout_s: float | N
 
 def write_json(path: Path, data: Any) -> None:
     """``data`` as indented JSON, written atomically."""
-    write_file(path, json.dumps(data, indent=2) + "\n")
+    write_file(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
 def write_table(path: Path, table: pd.DataFrame) -> None:

@@ -209,3 +209,15 @@ def test_single_engine_swap_pool_counts_toward_the_run_blocks(tmp_path: Path, mo
     )
     config.write_text(SYNTHETIC.replace("kv_cache: {block_size: 4, num_blocks: 40}\n", swap))
     one_error(["validate", str(config)], "swap.yaml:10 kv_cache: the run would allocate")
+
+
+@pytest.mark.parametrize("value", ["0", "100000"])
+def test_jobs_beyond_their_range_are_refused(tmp_path: Path, value: str) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(SYNTHETIC)
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"name: s\nbase: {config}\ngrid:\n  seed: [1, 2]\n")
+    args = ["sweep", str(sweep), "--executor", "process", "--jobs", value]
+    line = one_error([*args, "--out", str(tmp_path / "o")], "--jobs: ")
+    assert "must lie in 1..256" in line
+    assert not (tmp_path / "o").exists()

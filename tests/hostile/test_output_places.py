@@ -15,7 +15,7 @@ import pytest
 
 from simkv.cli import app
 from tests.calibrate.test_cli_calibrate import write_steps
-from tests.hostile.conftest import RUNNER, invoke, leftovers, one_line, snapshot
+from tests.hostile.cli import invoke, leftovers, one_line, runner, snapshot
 
 ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -94,7 +94,7 @@ def test_a_name_too_long_and_a_path_under_a_file(tiny: Path, tmp_path: Path) -> 
 
 def _calibrate(tmp_path: Path, out: Path, *more: str) -> tuple[int, str]:
     steps = write_steps(tmp_path / "steps.csv")
-    result = RUNNER.invoke(app, ["calibrate", str(steps), "--model", "llama-3.1-8b", "--gpu",
+    result = runner.invoke(app, ["calibrate", str(steps), "--model", "llama-3.1-8b", "--gpu",
                                  "a100-80gb", "--fit", "seq_overhead_ms", "--out", str(out),
                                  *more])  # fmt: skip
     return result.exit_code, result.output

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from simkv.outputs import locked
-from tests.hostile.conftest import (
+from tests.hostile.cli import (
     invoke,
     leftovers,
     one_line,
