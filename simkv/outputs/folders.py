@@ -293,16 +293,22 @@ def _as_shown(err: InputError, staging: Path, out: Path) -> InputError:
 @contextmanager
 def claim_folder(folder: Path) -> Iterator[Path]:
     """Lock an existing output folder to add files to it in place (each written with
-    :func:`~simkv.outputs.files.write_file`); the marker learns their names."""
+    :func:`~simkv.outputs.files.write_file`); the marker learns their names. A failure removes
+    the files the block added, so the folder is as it was."""
     real = _real(folder)
     with locked(real, shown=folder):
         _recover(real)
         before = _entries(real) if real.is_dir() else set()
-        yield real
-        marker = _marker(real)
-        added = _entries(real) - before if real.is_dir() else set()
-        if marker is not None and added:
-            _write_marker(real, Kind(marker["kind"]), set(marker.get("files", ())) | added)
+        try:
+            yield real
+            marker = _marker(real)
+            added = _entries(real) - before if real.is_dir() else set()
+            if marker is not None and added:
+                _write_marker(real, Kind(marker["kind"]), set(marker.get("files", ())) | added)
+        except BaseException:
+            for name in _entries(real) - before if real.is_dir() else ():
+                remove(real / name)
+            raise
 
 
 @contextmanager
