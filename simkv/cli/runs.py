@@ -136,8 +136,9 @@ def trace_cmd(
     from simkv.outputs import claim_folder
 
     with input_errors(ctx):
-        if not run_dir.is_dir():
-            raise InputError("not a run folder", file=run_dir)
+        if not run_dir.is_dir():  # the lock lives beside the folder: there must be one
+            message = "not a simkv run folder: missing requests.parquet or .csv"
+            raise InputError(message, file=run_dir)
         with claim_folder(run_dir) as folder:
             path = _write_trace(folder)
     typer.echo(f"wrote {run_dir / path.name}")

@@ -64,7 +64,7 @@ def test_make_executor_kinds() -> None:
             None,
             "--executor: unknown executor 'threads'; choose one of serial, process, ray",
         ),
-        ("process", 0, "--jobs: must be at least 1, got 0"),
+        ("process", 0, "--jobs: must lie in 1..256, got 0"),
     ],
 )
 def test_bad_executor_choices(kind: str, jobs: int | None, message: str) -> None:
