@@ -9,18 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from simkv.cli import app
+from tests.hostile.cli import errors
 
 runner = CliRunner()
-
-
-def _errors(args: list[str]) -> list[str]:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = result.output.strip().splitlines()
-    assert all(line.startswith("error: ") for line in lines), result.output
-    return [line.removeprefix("error: ") for line in lines]
 
 
 def _with_sets(args: list[str], sets: list[str]) -> list[str]:
@@ -63,20 +54,20 @@ def _with_sets(args: list[str], sets: list[str]) -> list[str]:
 def test_validate_reports_every_error_at_once(
     tiny: Path, sets: list[str], expected: list[str]
 ) -> None:
-    lines = _errors(_with_sets(["validate", str(tiny)], sets))
+    lines = errors(_with_sets(["validate", str(tiny)], sets))
     assert sorted(lines) == sorted(line.format(dir=tiny.parent) for line in expected)
 
 
 def test_a_rule_is_reported_beside_an_error_in_the_file(tiny: Path) -> None:
     tiny.write_text(tiny.read_text() + "slo: {ttft_ms: -1}\npreemption: {mode: swap}\n")
-    assert _errors(["validate", str(tiny)]) == [
+    assert errors(["validate", str(tiny)]) == [
         f"{tiny}:11 slo.ttft_ms: Input should be greater than 0",
         f"{tiny}:12 preemption.mode: swap: vllm_v1 preempts by recompute only",
     ]
 
 
 def test_validate_checks_the_kv_pool_as_run_does(tiny: Path) -> None:
-    lines = _errors(["validate", str(tiny), "--set", "kv_cache.num_blocks=3"])
+    lines = errors(["validate", str(tiny), "--set", "kv_cache.num_blocks=3"])
     assert lines == [
         f"{tiny}:9 kv_cache: the KV cache holds 12 tokens (3 blocks of 4), less than "
         "max_model_len 64; give it more memory or lower model.max_model_len"
@@ -90,15 +81,15 @@ def test_run_reports_trace_kv_pool_and_schedulability_together(tiny: Path, tmp_p
     trace = tiny.parent / "trace.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.1,-1,3\n")
     run = ["run", str(tiny), "--out", str(tmp_path / "o")]
-    lines = _errors(_with_sets(run, ["kv_cache.num_blocks=3"]))
+    lines = errors(_with_sets(run, ["kv_cache.num_blocks=3"]))
     assert lines[0] == f"{trace}:3 prompt_tokens: must be ≥ 1, got -1"
     assert lines[1].startswith(f"{tiny}:9 kv_cache: the KV cache holds 12 tokens")
     assert len(lines) == 2
     orca = ["scheduler.kind=orca", "scheduler.max_num_batched_tokens=5"]
-    lines = _errors(_with_sets(run, orca))
+    lines = errors(_with_sets(run, orca))
     assert lines == [f"{trace}:3 prompt_tokens: must be ≥ 1, got -1"]  # (workload unknown)
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n")
-    lines = _errors(_with_sets(run, orca))
+    lines = errors(_with_sets(run, orca))
     assert len(lines) == 1
     assert lines[0].startswith("--set scheduler.max_num_batched_tokens: 5 tokens, but a prompt")
     assert not (tmp_path / "o").exists()

@@ -9,21 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from simkv.cli import app
+from tests.hostile.cli import SYNTHETIC, one_error
 
 runner = CliRunner()
 
-SYNTHETIC = """\
-name: bounds
-workload:
-  kind: synthetic
-  duration_s: 10
-  arrival: {kind: poisson, rate: 5}
-  prompt_tokens: {kind: fixed, value: 10}
-  output_tokens: {kind: fixed, value: 5}
-model: {preset: llama-2-7b, max_model_len: 64}
-gpu: a100-80gb
-kv_cache: {block_size: 4, num_blocks: 40}
-"""
 MULTI_TURN = """\
 name: bounds
 workload:
@@ -40,17 +29,6 @@ model: {preset: llama-2-7b, max_model_len: 64}
 gpu: a100-80gb
 kv_cache: {block_size: 4, num_blocks: 40}
 """
-
-
-def _one_error(args: list[str], place: str) -> str:
-    """Exit 2 with one ``error:`` line that names ``place``, no traceback."""
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    assert "Traceback" not in result.output
-    assert place in lines[0], lines[0]
-    return lines[0]
 
 
 def _priority_trace(tiny: Path, value: str) -> Path:
@@ -78,7 +56,7 @@ def test_trace_priority_out_of_range_is_located(
     tiny: Path, tmp_path: Path, value: str, problem: str
 ) -> None:
     trace = _priority_trace(tiny, value)
-    line = _one_error(["run", str(tiny), "--out", str(tmp_path / "o")], f"{trace}:3 priority:")
+    line = one_error(["run", str(tiny), "--out", str(tmp_path / "o")], f"{trace}:3 priority:")
     assert problem in line
     assert not (tmp_path / "o").exists()
 
@@ -92,13 +70,13 @@ def test_negative_trace_priority_is_a_priority(tiny: Path, tmp_path: Path) -> No
 def test_trace_arrival_beyond_the_horizon_is_located(tiny: Path, tmp_path: Path) -> None:
     trace = tiny.parent / "trace.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1e300,20,3\n")
-    line = _one_error(["run", str(tiny), "--out", str(tmp_path / "o")], f"{trace}:3 arrival_s:")
+    line = one_error(["run", str(tiny), "--out", str(tmp_path / "o")], f"{trace}:3 arrival_s:")
     assert "must be ≤ 1000000000" in line
 
 
 def test_time_scale_beyond_the_horizon_is_blamed_on_set(tiny: Path, tmp_path: Path) -> None:
     args = ["run", str(tiny), "--out", str(tmp_path / "o"), "--set", "workload.time_scale=1e300"]
-    line = _one_error(args, "--set workload.time_scale:")
+    line = one_error(args, "--set workload.time_scale:")
     assert "MAX_ARRIVAL_S" in line
 
 
@@ -116,7 +94,7 @@ def test_duration_times_rate_beyond_the_request_limit(
     config = tmp_path / "bounds.yaml"
     config.write_text(SYNTHETIC)
     args = ["validate", str(config)] + [arg for item in sets for arg in ("--set", item)]
-    line = _one_error(args, place)
+    line = one_error(args, place)
     assert "more than 10,000,000 (simkv.config.limits.MAX_REQUESTS)" in line
 
 
@@ -124,7 +102,7 @@ def test_priority_values_are_bounded(tmp_path: Path) -> None:
     config = tmp_path / "bounds.yaml"
     config.write_text(SYNTHETIC)
     args = ["validate", str(config), "--set", "workload.priority={values: [0, 3000000000]}"]
-    _one_error(args, "--set workload.priority.values.1: Input should be less than or equal")
+    one_error(args, "--set workload.priority.values.1: Input should be less than or equal")
 
 
 @pytest.mark.parametrize(
@@ -139,5 +117,5 @@ def test_multi_turn_too_large_for_memory(tmp_path: Path, sets: list[str], messag
     config.write_text(MULTI_TURN)
     args = ["run", str(config), "--out", str(tmp_path / "o")]
     args += [arg for item in sets for arg in ("--set", item)]
-    line = _one_error(args, f"{config}:6 workload.turns:")
+    line = one_error(args, f"{config}:6 workload.turns:")
     assert message in line

@@ -16,6 +16,20 @@ from simkv.outputs import faults
 
 runner = CliRunner()
 
+SYNTHETIC = """\
+name: bounds
+workload:
+  kind: synthetic
+  duration_s: 10
+  arrival: {kind: poisson, rate: 5}
+  prompt_tokens: {kind: fixed, value: 10}
+  output_tokens: {kind: fixed, value: 5}
+model: {preset: llama-2-7b, max_model_len: 64}
+gpu: a100-80gb
+kv_cache: {block_size: 4, num_blocks: 40}
+"""
+"""A small synthetic run config: 50 requests of 10 + 5 tokens in 10 s."""
+
 
 def one_error(args: list[str], place: str) -> str:
     """Run ``simkv ARGS``: exit 2 with one ``error:`` line that names ``place``, no traceback;

@@ -8,23 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.cli import errors, one_error, succeeds
+from tests.hostile.cli import SYNTHETIC, errors, one_error, succeeds
 
 AZURE = """\
 name: azure
 workload: {kind: trace, path: az.csv, format: azure}
-model: {preset: llama-2-7b, max_model_len: 64}
-gpu: a100-80gb
-kv_cache: {block_size: 4, num_blocks: 40}
-"""
-SYNTHETIC = """\
-name: synthetic
-workload:
-  kind: synthetic
-  duration_s: 10
-  arrival: {kind: poisson, rate: 5}
-  prompt_tokens: {kind: fixed, value: 10}
-  output_tokens: {kind: fixed, value: 5}
 model: {preset: llama-2-7b, max_model_len: 64}
 gpu: a100-80gb
 kv_cache: {block_size: 4, num_blocks: 40}

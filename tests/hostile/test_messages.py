@@ -6,21 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from simkv.cli import app
-from tests.hostile.cli import errors, runner
+from tests.hostile.cli import SYNTHETIC, errors, runner
 
-CONFIG = """\
-name: opts
-workload:
-  kind: synthetic
-  duration_s: 10
-  arrival: {kind: poisson, rate: 5}
-  prompt_tokens: {kind: fixed, value: 10}
-  output_tokens: {kind: fixed, value: 5}
-model: {preset: llama-2-7b, max_model_len: 64}
-gpu: a100-80gb
-kv_cache: {block_size: 4, num_blocks: 40}
-slo: {ttft_ms: 100000}
-"""
+CONFIG = SYNTHETIC + "slo: {ttft_ms: 100000}\n"
 OPTIONS = """\
 options:
   - name: a100
