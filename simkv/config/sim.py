@@ -77,9 +77,15 @@ class SimConfig(Frozen):
         if isinstance(groups, list):
             filled = []
             for group in groups:
-                if isinstance(group, dict) and ("scheduler" in group or "kv_cache" in group):
-                    kv = group.get("kv_cache", raw_kv)
-                    sched = group.get("scheduler", data.get("scheduler"))
+                # a section given as null is unset, as a dumped config writes it: the group
+                # inherits it (a config dumped and read back runs as the original did)
+                own_kv, own_sched = (
+                    (group.get("kv_cache"), group.get("scheduler"))
+                    if isinstance(group, dict) else (None, None)
+                )  # fmt: skip
+                if own_kv is not None or own_sched is not None:
+                    kv = raw_kv if own_kv is None else own_kv
+                    sched = data.get("scheduler") if own_sched is None else own_sched
                     group = {**group, **_with_kv_defaults(group, kv, sched)}
                 filled.append(group)
             data["fleet"] = {**fleet, "replicas": filled}

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from simkv.config.sim import SimConfig
 from simkv.errors import InputError
 from simkv.run import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
 
 BASE = """\
 name: f
@@ -133,3 +136,27 @@ def test_set_indexes_a_replica_group(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         load_config(path, ["fleet.replicas.0.count=0"])
     assert err.value.format().startswith("--set")
+
+
+SHIPPED = sorted(
+    p.relative_to(ROOT).as_posix()
+    for pattern in ("configs/*.yaml", "configs/paper/*.yaml", "configs/measured/*.yaml")
+    for p in ROOT.glob(pattern)
+)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_dumped_config_reads_back_as_itself(name: str) -> None:
+    """A sweep or search hands each run its config dumped (``model_dump``): read back, it must
+    be the config ``simkv run`` runs (a fleet group's unset ``kv_cache`` dumped as null once
+    read back as the defaults, not the top level's)."""
+    cfg = load_config(ROOT / name, [])
+    assert SimConfig.model_validate(cfg.model_dump(mode="json")) == cfg
+
+
+def test_a_dumped_fleet_group_inherits_the_top_level_kv_cache() -> None:
+    cfg = load_config(ROOT / "configs/quickstart.yaml",
+                      ["kv_cache.num_blocks=2", "fleet.replicas=[{count: 1}]"])  # fmt: skip
+    again = SimConfig.model_validate(cfg.model_dump(mode="json"))
+    assert again.fleet is not None and again.fleet.replicas[0].kv_cache is None
+    assert again == cfg
