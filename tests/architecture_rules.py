@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: list[tuple[str, ...]] = [  # lowest first; the packages of one layer are siblings
     ("simkv.errors", "simkv.progress"),
-    ("simkv.text", "simkv.outputs"),
-    ("simkv.tables", "simkv.presets", "simkv.kv"),
+    ("simkv.text",),
+    ("simkv.tables", "simkv.presets", "simkv.kv", "simkv.outputs"),
     ("simkv.config",),
     ("simkv.measured",),
     ("simkv.workload",),

@@ -69,7 +69,7 @@ def input_errors(ctx: typer.Context) -> Iterator[None]:
     except OSError as err:  # the writers name their path (simkv.outputs); this is the rest
         if debug:
             raise
-        raise fail(cannot("read or write", err.filename or "?", err)) from None
+        raise fail(cannot("read or write", err.filename, err)) from None
 
 
 def int_list(text: str, option: str) -> tuple[int, ...]:

@@ -21,8 +21,9 @@ Content = str | bytes | Callable[[BinaryIO], None]
 """Text (written as UTF-8), bytes, or a function writing to the open binary file."""
 
 
-def cannot(operation: str, path: Path | str, err: OSError) -> InputError:
-    """The one line of an OS error: what could not be done, to which path, and why."""
+def cannot(operation: str, path: Path | str | None, err: OSError) -> InputError:
+    """The one line of an OS error: what could not be done, to which path (when known), and
+    why."""
     reason = err.strerror or str(err) or type(err).__name__
     return InputError(f"cannot {operation}: {reason}", file=path)
 

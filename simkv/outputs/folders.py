@@ -35,6 +35,7 @@ from simkv.errors import InputError
 from simkv.outputs.faults import fault_point
 from simkv.outputs.files import cannot, make_folder, remove, write_file
 from simkv.outputs.lock import locked
+from simkv.text import read_json_file
 
 MARKER = ".simkv-output"
 
@@ -72,8 +73,8 @@ def _entries(folder: Path) -> set[str]:
 
 def _marker(folder: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data, _ = read_json_file(folder / MARKER)
+    except (OSError, InputError):
         return None
     return data if isinstance(data, dict) and data.get("kind") in set(Kind) else None
 

@@ -90,9 +90,8 @@ def test_a_second_command_on_an_output_in_use_names_the_first(tiny: Path, tmp_pa
     )  # fmt: skip
     lock = tmp_path / ".out.lock"
     try:
-        deadline = time.monotonic() + 120
-        while not (lock.exists() and lock.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        while not (lock.exists() and lock.read_text()) and first.poll() is None:
+            time.sleep(0.05)  # until the first command holds the lock (or has ended)
         assert lock.read_text().startswith(f"pid {first.pid} on "), lock.read_text()
         code, output = invoke(["run", str(tiny), "--out", str(out)])
         assert code == 2 and f"in use by pid {first.pid} on " in output, output

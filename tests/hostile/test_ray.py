@@ -45,9 +45,8 @@ def test_an_address_where_nothing_listens_is_one_line_exit_2(files: Path, comman
     pytest.importorskip("ray")
     address = f"127.0.0.1:{_free_port()}"
     target = "sweep.yaml" if command == "sweep" else "cap.yaml"
-    started = time.monotonic()
+    # a hang is a failure: _simkv's subprocess timeout raises
     done = _simkv(command, target, "--executor", "ray", "--ray-address", address, cwd=files)
-    assert time.monotonic() - started < QUICK_S
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         f"error: --ray-address: no ray cluster answers at {address} (connection refused): "
@@ -89,10 +88,8 @@ def test_ray_start_up_has_a_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", fake)
     monkeypatch.setattr(executors, "RAY_START_TIMEOUT_S", 0.5)
     ray = executors.RayExecutor(jobs=1, address="10.0.0.1:6379")
-    started = time.monotonic()
-    with pytest.raises(InputError) as err:
+    with pytest.raises(InputError) as err:  # without the limit: no error, after 30 s
         list(ray.map_unordered(abs, [1], lambda item, reason: reason))
-    assert time.monotonic() - started < 5
     assert str(err.value) == (
         "--ray-address: ray could not start at 10.0.0.1:6379: RayStartTimeout: not started "
         "within 0.5 s"
