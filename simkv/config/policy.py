@@ -100,20 +100,45 @@ class VllmV1Config(Frozen):
     )
     enable_chunked_prefill: bool = True
     policy: Literal["fcfs", "priority"] = "fcfs"
-    vllm_version: Literal["0.11", "upstream"] = Field(
+    vllm_version: Literal["0.11", "0.32"] = Field(
         "0.11",
-        description="whose rule to follow where vLLM versions differ: 0.11 = with chunked "
-        "prefill off, a waiting request whose next chunk exceeds the budget left is set "
-        "aside and admission goes on with the next one (vLLM 0.11 v1/core/sched/scheduler.py "
-        "Scheduler.schedule); upstream = admission stops at it (vLLM PR #28911, merged "
-        "2025-11-18, after 0.11)",
+        description="whose rules to follow where vLLM releases differ (vLLM's "
+        "v1/core/sched/scheduler.py Scheduler.schedule and v1/core/block_pool.py): 0.11 = "
+        "with chunked prefill off a waiting request whose next chunk exceeds the budget left "
+        "is set aside and admission goes on; the long-prefill threshold always applies; "
+        "freed blocks join the free queue's tail. 0.32 = admission stops at that request "
+        "(vLLM PR #28911); the threshold applies only while more than one request runs or "
+        "waits; freed blocks without cached content are reused first (kv_cache.reuse: split); "
+        "reserve_full_prompt is on. Checked step by step against a real vLLM 0.32.0 "
+        "(docs/conformance.md)",
     )
-    reserve_full_prompt: bool = Field(
-        False,
+    reserve_full_prompt: bool | None = Field(
+        None,
         description="admit a waiting request only when blocks for all its tokens are free "
-        "(later vLLM's scheduler_reserve_full_isl, on in vLLM 0.19's runs); False = vLLM 0.11, "
-        "which admits when the first chunk fits",
+        "(vLLM's scheduler_reserve_full_isl); False = vLLM 0.11, which admits when the first "
+        "chunk fits. None = the release's default: off under 0.11, on under 0.32",
     )
+    async_scheduling: bool = Field(
+        False,
+        description="vLLM's async scheduling (vLLM 0.32 turns it on where the platform "
+        "supports it, config/vllm.py; its CPU platform turns it off): step n + 1 is "
+        "scheduled while step n's output is outstanding, so a request that finishes in "
+        "step n keeps its blocks and its running slot through step n + 1's scheduling "
+        "(v1/core/sched/async_scheduler.py AsyncScheduler, v1/engine/core.py "
+        "EngineCore.step_with_batch_queue). Scheduling only: the cost model prices steps as "
+        "without it",
+    )
+
+    def reserves_full_prompt(self) -> bool:
+        """:attr:`reserve_full_prompt`, or the default of :attr:`vllm_version` when unset."""
+        if self.reserve_full_prompt is None:
+            return self.vllm_version != "0.11"
+        return self.reserve_full_prompt
+
+    def whole_step_threshold(self) -> bool:
+        """Whether the long-prefill threshold is off while at most one request runs or waits
+        (vLLM 0.32 ``Scheduler.schedule``: nobody to starve)."""
+        return self.vllm_version != "0.11"
 
 
 def v1_budget(cfg: VllmV1Config, max_model_len: int) -> int:

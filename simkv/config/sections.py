@@ -51,10 +51,12 @@ class KVCacheConfig(Frozen):
     )
     reuse: str | None = Field(
         None,
-        pattern="^(fifo|lifo)$",
+        pattern="^(fifo|lifo|split)$",
         description="freed-block reuse order: fifo = a freed block is reused last (vLLM 0.11's "
         "FreeKVCacheBlockQueue), lifo = reused first (vLLM 0.6.3's NaiveBlockAllocator: freed "
-        "with appendleft, allocated with popleft). Unset: lifo under vllm_v0, fifo otherwise",
+        "with appendleft, allocated with popleft), split = a freed block without cached "
+        "content is reused first, a cached one last (vLLM 0.32's BlockPool.free_blocks). "
+        "Unset: lifo under vllm_v0, split under vllm_v1 with vllm_version 0.32, fifo otherwise",
     )
     prefix_caching: Literal["none", "hash", "radix"] | None = Field(
         None,

@@ -65,9 +65,9 @@ class SimConfig(Frozen):
     def _scheduler_kv_defaults(cls, data: Any) -> Any:
         """The ``kv_cache`` defaults that follow the scheduler's vLLM version (its traits):
         prefix caching (on under vLLM 0.11) and the free-block reuse order (LIFO under vLLM
-        0.6). The resolved config says which. A replica group that sets its own scheduler or
-        ``kv_cache`` gets its scheduler's defaults for what it (or, inherited, the top level)
-        leaves unset."""
+        0.6, split under ``vllm_version: "0.32"``). The resolved config says which. A replica
+        group that sets its own scheduler or ``kv_cache`` gets its scheduler's defaults for what
+        it (or, inherited, the top level) leaves unset."""
         if not isinstance(data, dict):
             return data
         raw_kv = data.get("kv_cache")
@@ -107,19 +107,22 @@ class SimConfig(Frozen):
 
     def _resolved(self) -> SimConfig:
         """Fill the defaults that depend on other sections, so the resolved config states
-        them: a vLLM V1 budget and running-request cap left unset
-        (``VllmV1Config.max_num_batched_tokens``, ``max_num_seqs``) and the victim policy
+        them: a vLLM V1 budget, running-request cap and full-prompt reservation left unset
+        (``VllmV1Config.max_num_batched_tokens``, ``max_num_seqs``, ``reserve_full_prompt``:
+        the release's default) and the victim policy
         left unset (``PreemptionConfig.victim``). The model is frozen: the fields are set
         once, here, before anyone sees it."""
         sched, pre = self.scheduler, self.preemption
         if isinstance(sched, VllmV1Config) and None in (
             sched.max_num_batched_tokens,
             sched.max_num_seqs,
+            sched.reserve_full_prompt,
         ):
             max_len = self.model.max_model_len
             filled = {
                 "max_num_batched_tokens": v1_budget(sched, max_len),
                 "max_num_seqs": v1_max_seqs(sched, max_len),
+                "reserve_full_prompt": sched.reserves_full_prompt(),
             }
             object.__setattr__(self, "scheduler", sched.model_copy(update=filled))
         if pre.victim is None:
@@ -156,6 +159,8 @@ def _with_kv_defaults(data: dict[str, Any], kv: Any, sched: Any) -> dict[str, An
         kv["prefix_caching"] = "hash" if traits and traits.prefix_caching else "none"
     if kv.get("reuse") is None and traits is not None:
         kv["reuse"] = traits.reuse
+        if isinstance(sched, dict) and sched.get("vllm_version") == "0.32":
+            kv["reuse"] = "split"  # vLLM 0.32 v1/core/block_pool.py BlockPool.free_blocks
     return {"kv_cache": kv}
 
 

@@ -77,7 +77,9 @@ _VICTIM_KEYS: dict[str, Callable[[int, Seq], object]] = {
     "oldest": lambda i, s: -i,
     "longest": lambda i, s: (s.num_computed, i),
     "fewest_blocks": lambda i, s: (-len(s.table.block_ids), i),
-    "lowest_priority": lambda i, s: (s.priority, s.arrival_s, i),
+    # vLLM: max over (priority, arrival_time); its arrival times differ by add order, which
+    # simkv's request ids follow when arrival times are equal
+    "lowest_priority": lambda i, s: (s.priority, s.arrival_s, s.req_id, i),
 }
 
 
@@ -86,7 +88,8 @@ def pick_victim(candidates: Sequence[Seq], policy: VictimPolicy) -> Seq:
 
     ``newest`` is vLLM's choice under FCFS (the most recently admitted running request);
     ``lowest_priority`` is vLLM 0.11's under the priority policy (largest priority value, then
-    latest arrival). Ties always go to the most recently admitted.
+    latest arrival, the later request of equal arrival times). Other ties go to the most
+    recently admitted.
     """
     if policy == "newest":
         return candidates[-1]

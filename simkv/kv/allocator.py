@@ -95,7 +95,7 @@ class BlockAllocator:
         self._free: FreeQueue = free_queue or make_free_queue(
             range(num_blocks), self._reuse, removals=False
         )
-        self._head_first = free_queue is None and self._reuse is ReuseOrder.LIFO
+        self._head_first = free_queue is None and self._reuse in (ReuseOrder.LIFO, ReuseOrder.SPLIT)
         if len(self._free) != num_blocks:
             raise ValueError("a free_queue must start with every block")
         self._refcount: list[int] = [0] * num_blocks

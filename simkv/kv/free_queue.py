@@ -21,12 +21,16 @@ class ReuseOrder(StrEnum):
     """Which freed block ``alloc`` hands out next.
 
     ``FIFO``: a freed block joins the tail of the free queue and is reused last (the seed
-    notebook's behaviour, and vLLM v1's free queue). ``LIFO``: a freed block joins the head and
-    is reused first.
+    notebook's behaviour, and vLLM 0.11's free queue). ``LIFO``: a freed block joins the head and
+    is reused first. ``SPLIT``: a freed block without cached content joins the head, a cached
+    one the tail (vLLM 0.32 ``v1/core/block_pool.py`` ``BlockPool.free_blocks``: LIFO reuse of
+    uncached blocks, FIFO eviction of cached ones); without a prefix cache no block holds
+    content, so it is ``LIFO``.
     """
 
     FIFO = "fifo"
     LIFO = "lifo"
+    SPLIT = "split"
 
 
 class FreeQueue(Protocol):
@@ -105,6 +109,14 @@ class OrderedFreeQueue:
         else:
             for block_id in block_ids:  # (faster than OrderedDict.update)
                 queue[block_id] = None
+
+    def push_front_many(self, block_ids: Sequence[BlockId]) -> None:
+        """Put ``block_ids`` at the head, in order: ``block_ids[0]`` is reused next (vLLM's
+        ``FreeKVCacheBlockQueue.prepend_n``)."""
+        queue = self._queue
+        for block_id in reversed(block_ids):
+            queue[block_id] = None
+            queue.move_to_end(block_id, last=False)
 
     def remove(self, block_id: BlockId) -> None:
         del self._queue[block_id]
@@ -295,9 +307,11 @@ class LifoFreeQueue:
 def make_free_queue(
     block_ids: Iterable[int], reuse: ReuseOrder | str = ReuseOrder.FIFO, *, removals: bool = True
 ) -> FreeQueue:
-    """The fastest free queue for ``reuse``: :class:`FifoFreeQueue`, or under LIFO
-    :class:`OrderedFreeQueue` (O(1) removal, for a prefix cache) or, with ``removals=False``
-    (a plain allocator), :class:`LifoFreeQueue`."""
+    """The fastest free queue for ``reuse``: :class:`FifoFreeQueue`, or under LIFO (and SPLIT,
+    which a queue without cached content is) :class:`OrderedFreeQueue` (O(1) removal, for a
+    prefix cache) or, with ``removals=False`` (a plain allocator), :class:`LifoFreeQueue`."""
+    if ReuseOrder(reuse) is ReuseOrder.SPLIT:
+        reuse = ReuseOrder.LIFO
     if ReuseOrder(reuse) is ReuseOrder.FIFO:
         return FifoFreeQueue(block_ids)
     if not removals:

@@ -1,4 +1,4 @@
-"""vLLM 0.11's hash-based automatic prefix caching over a FIFO (or LIFO) free queue.
+"""vLLM's hash-based automatic prefix caching over a FIFO, LIFO or split free queue.
 
 A :class:`~simkv.kv.prefix_cache.PrefixCache`; see ``prefix_cache.py`` for the contract.
 """
@@ -9,7 +9,14 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 
 from simkv.kv.errors import InvariantViolation
-from simkv.kv.free_queue import BlockId, FifoFreeQueue, FreeQueue, ReuseOrder, make_free_queue
+from simkv.kv.free_queue import (
+    BlockId,
+    FifoFreeQueue,
+    FreeQueue,
+    OrderedFreeQueue,
+    ReuseOrder,
+    make_free_queue,
+)
 from simkv.kv.prefix_cache import BlockKeys
 
 
@@ -39,7 +46,8 @@ class HashPrefixCache:
     queue.
 
     Invariants: ``block_of`` (key → block) and ``key_of`` (block → key, ``None`` when the block
-    holds nothing cached; a list indexed by block id) are inverse maps; a cached block is either
+    holds nothing cached; a list indexed by block id) are inverse maps (but for the shared keys
+    of split reuse, below); a cached block is either
     in use (refcount ≥ 1) or in the free queue; ``pop`` evicts the block it returns.
 
     Requests with private keys (``BlockKeys.owner`` set: keys only they can hit) are kept
@@ -54,12 +62,25 @@ class HashPrefixCache:
     under FIFO a freed request's blocks are evicted last block first, so what survives of it is
     always a prefix and every registration succeeds (no key is ever held twice).
     ``tests/engine/test_prefix_engine.py`` runs engines both ways and compares.
+
+    Under ``SPLIT`` reuse (vLLM 0.32 ``BlockPool.free_blocks``) a freed block that holds no
+    key goes to the head of the queue, in the order freed, and a cached one to the tail: blocks
+    without content are reused before any cached block is evicted. There a key may also be held
+    by several blocks, as vLLM's ``BlockHashToBlockMap`` allows (a block filled with content
+    another block already caches, e.g. a recomputed prefix): ``block_of`` names the first,
+    ``_dups`` the others in the order cached; a lookup finds the first, and when it is evicted
+    the next takes its place. Elsewhere the first block to cache a key keeps it alone.
     """
 
     def __init__(
         self, num_blocks: int, reuse: ReuseOrder | str = ReuseOrder.FIFO, by_owner: bool = True
     ) -> None:
-        queue = make_free_queue(range(num_blocks), reuse)
+        # split: one ordered queue, pushed at either end (push_many)
+        self._split = ReuseOrder(reuse) is ReuseOrder.SPLIT
+        queue = (
+            OrderedFreeQueue(range(num_blocks)) if self._split
+            else make_free_queue(range(num_blocks), reuse)
+        )  # fmt: skip
         self._queue: FreeQueue = queue
         # the queue when requests with private keys are kept by owner (FIFO reuse only)
         self._fifo = queue if by_owner and isinstance(queue, FifoFreeQueue) else None
@@ -70,17 +91,24 @@ class HashPrefixCache:
         self._owned = 0  # cached blocks of requests kept by owner (not in block_of)
         self._notes: dict[int, _Note] = {}  # owner → its latest note, while it can be hit
         self._queued: deque[_Note] = deque()  # notes with positions ahead of the head, in order
+        # split reuse: key → its other blocks, oldest first (the class docstring)
+        self._dups: dict[int, list[BlockId]] | None = {} if self._split else None
 
     # -- free queue ---------------------------------------------------------------------------
     def pop(self) -> BlockId:
         return self.pop_many(1)[0]
 
     def push(self, block_id: BlockId) -> None:
-        self._queue.push(block_id)
+        if self._split:
+            self._push_split([block_id])
+        else:
+            self._queue.push(block_id)
 
     def pop_many(self, n: int) -> list[BlockId]:
         blocks = self._queue.pop_many(n)
-        if self.block_of:
+        if self._dups:
+            self._evict_shared(blocks)
+        elif self.block_of:
             key_of, block_of, evicted = self.key_of, self.block_of, 0
             for block in blocks:
                 key = key_of[block]
@@ -93,6 +121,27 @@ class HashPrefixCache:
         if fifo is not None and self._queued:
             self._passed(fifo.head_position)
         return blocks
+
+    def _evict_shared(self, blocks: list[BlockId]) -> None:
+        """:meth:`pop_many`'s evictions when some keys are held by several blocks."""
+        key_of, block_of, dups = self.key_of, self.block_of, self._dups
+        if dups is None:
+            raise InvariantViolation("shared keys outside a split free queue")
+        for block in blocks:
+            key = key_of[block]
+            if key is None:
+                continue
+            key_of[block] = None
+            self.evictions += 1
+            others = dups.get(key)
+            if others is None:
+                del block_of[key]
+            elif block_of[key] == block:  # the next copy takes its place
+                block_of[key] = others.pop(0)
+            else:
+                others.remove(block)
+            if others is not None and not others:
+                del dups[key]
 
     def _passed(self, head: int) -> None:
         """The queue's head moved to ``head``: the noted positions it passed were evicted."""
@@ -119,7 +168,10 @@ class HashPrefixCache:
         leading blocks (the last ones pushed) in place of its previous note."""
         fifo = self._fifo
         if owner is None or fifo is None:
-            self._queue.push_many(block_ids)
+            if self._split:
+                self._push_split(block_ids)
+            else:
+                self._queue.push_many(block_ids)
             return
         fifo.push_many(block_ids)
         if not registered:
@@ -128,6 +180,14 @@ class HashPrefixCache:
         note = _Note(owner, list(block_ids[: -registered - 1 : -1]), fifo.end_position)
         self._notes[owner] = note
         self._queued.append(note)
+
+    def _push_split(self, block_ids: Sequence[BlockId]) -> None:
+        """Blocks without a key to the head (in order), cached ones to the tail."""
+        queue, key_of = self._queue, self.key_of
+        if not isinstance(queue, OrderedFreeQueue):
+            raise InvariantViolation("a split free queue must be an OrderedFreeQueue")
+        queue.push_front_many([b for b in block_ids if key_of[b] is None])
+        queue.push_many([b for b in block_ids if key_of[b] is not None])
 
     def remove_many(self, block_ids: Sequence[BlockId], owner: int | None = None) -> None:
         """``remove`` each of ``block_ids``; with ``owner`` (kept by owner) they are its note's
@@ -177,8 +237,14 @@ class HashPrefixCache:
         return max(0, note.end - max(head, note.start))
 
     def insert(self, key: int, block: BlockId) -> bool:
-        """Cache a full, computed block; False if the key is cached already (first one wins)."""
-        if key in self.block_of or self.key_of[block] is not None:
+        """Cache a full, computed block; False if the key is cached already (first one wins;
+        under split reuse the block then holds the key as well, the class docstring)."""
+        if self.key_of[block] is not None:
+            return False
+        if key in self.block_of:
+            if self._dups is not None:
+                self.key_of[block] = key
+                self._dups.setdefault(key, []).append(block)
             return False
         self.block_of[key] = block
         self.key_of[block] = key
@@ -193,11 +259,17 @@ class HashPrefixCache:
             self._owned += stop - start  # noted when the blocks are freed (push_many)
             return
         key_list, block_of, key_of = keys.extend(stop), self.block_of, self.key_of
+        dups = self._dups
         for j in range(start, stop):
             key, block = key_list[j], blocks[j]
-            if key not in block_of and key_of[block] is None:
+            if key_of[block] is not None:
+                continue
+            if key not in block_of:
                 block_of[key] = block
                 key_of[block] = key
+            elif dups is not None:
+                key_of[block] = key
+                dups.setdefault(key, []).append(block)
 
     def owned_filled(self, n: int) -> None:
         """``n`` requests kept by owner each filled one more block (registered by count)."""
@@ -205,4 +277,5 @@ class HashPrefixCache:
 
     @property
     def cached_blocks(self) -> int:
-        return len(self.block_of) + self._owned
+        shared = sum(map(len, self._dups.values())) if self._dups else 0
+        return len(self.block_of) + self._owned + shared

@@ -199,9 +199,9 @@ def test_checked_runs_keep_the_lane_on(kind: str) -> None:
 def test_lazy_decode_matches_with_chunked_prefill_off(threshold: int) -> None:
     """Chunked prefill off, budget = max_model_len: long prompts wait over the budget left
     while the cohort decodes, set aside (0.11: shorter ones behind them go first) or stopping
-    admission (upstream); with a threshold they run in threshold-sized chunks."""
+    admission (0.32); with a threshold they run in threshold-sized chunks."""
     ttft = []
-    for version in ("0.11", "upstream"):
+    for version in ("0.11", "0.32"):
         extra = {"enable_chunked_prefill": False, "long_prefill_token_threshold": threshold,
                  "vllm_version": version}  # fmt: skip
         cfg = _config(11, 100.0, 20000, 16, "hash", 1200, 150, 60, extra=extra)

@@ -120,15 +120,15 @@ def test_chunked_prefill_off_sets_aside_what_exceeds_the_budget_left(tmp_path: P
     assert finish == pytest.approx([31 * MS, 31 * MS, 81 * MS, 56 * MS, 31 * MS])
 
 
-def test_upstream_vllm_stops_admission_at_what_exceeds_the_budget_left(tmp_path: Path) -> None:
-    """``vllm_version: upstream``: current vLLM (PR #28911, after 0.11) ends the waiting loop
-    at a request over the budget left instead of setting it aside.
+def test_vllm_0_32_stops_admission_at_what_exceeds_the_budget_left(tmp_path: Path) -> None:
+    """``vllm_version: "0.32"``: vLLM 0.32 (PR #28911, after 0.11) ends the waiting loop at a
+    request over the budget left instead of setting it aside (``Scheduler.schedule``).
 
     2 (.018): A1, A2 decode, B1 (15 > 14) stops admission → .030, A1, A2 finished.
     3 (.030): B1 15 (left 1), B2 stops → .055. 4: B2 15 + C 1 → .081, both finished.
     """
     sched = {"kind": "vllm_v1", "enable_chunked_prefill": False, "max_num_batched_tokens": 16,
-             "vllm_version": "upstream"}  # fmt: skip
+             "vllm_version": "0.32"}  # fmt: skip
     config = _write_run(tmp_path, _SET_ASIDE_ROWS, sched, num_blocks=40, max_model_len=16)
     steps, req, _ = _simkv_run(config)
     assert _steps(steps) == [(8, 0, 2, 0), (0, 2, 2, 0), (15, 0, 1, 0), (16, 0, 2, 0)]

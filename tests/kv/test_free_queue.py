@@ -132,3 +132,40 @@ def test_positions_survive_compaction() -> None:
     assert queue.head_position > 4096 and queue._base > 0  # compacted at least once
     assert queue.end_position == 20_008
     assert list(queue) == [b for b in range(19_990, 20_008) if b % 7][-len(queue) :]
+
+
+def test_a_split_queue_reuses_freed_blocks_without_content_first() -> None:
+    """vLLM 0.32 ``BlockPool.free_blocks``: blocks without a hash are prepended in the order
+    freed, cached ones appended. Blocks 0, 1, 2 are one request's (0 and 1 cached), freed tail
+    first: 2 goes to the head, 1 and 0 to the tail; under FIFO all three go to the tail."""
+    from simkv.kv.hash_cache import HashPrefixCache
+
+    orders = {}
+    for reuse in ("split", "fifo"):
+        cache = HashPrefixCache(5, reuse)
+        blocks = cache.pop_many(3)
+        cache.insert(100, blocks[0])
+        cache.insert(101, blocks[1])
+        cache.push_many(blocks[::-1])
+        orders[reuse] = cache.pop_many(5)
+    assert orders == {"split": [2, 3, 4, 1, 0], "fifo": [3, 4, 2, 1, 0]}
+
+
+def test_under_split_reuse_a_key_held_by_two_blocks_survives_the_first_ones_eviction() -> None:
+    """vLLM's ``BlockHashToBlockMap`` keeps every block cached under one hash (a recomputed
+    prefix fills a second block with the same content); ``get_one_block`` returns the first
+    still cached. Blocks 0 and 1 both hold key 7; evicting 0 leaves 7 found in 1, and a freed
+    block holding a shared key goes to the tail like any cached block."""
+    from simkv.kv.hash_cache import HashPrefixCache
+
+    cache = HashPrefixCache(4, "split")
+    first, second, other = cache.pop_many(3)
+    assert cache.insert(7, first) and not cache.insert(7, second)
+    cache.insert(8, other)
+    assert cache.lookup([7]) == [first] and cache.cached_blocks == 3
+    cache.push_many([first, second, other])  # all cached: to the tail, in order
+    assert cache.pop_many(2) == [3, first]  # block 3 (never used), then 7's first block
+    assert cache.lookup([7]) == [second]  # the copy takes its place
+    assert cache.pop_many(1) == [second]
+    assert cache.lookup([7]) == [] and cache.lookup([8]) == [other]
+    assert cache.cached_blocks == 1 and cache.evictions == 2

@@ -1,10 +1,12 @@
-"""vLLM V1 scheduler, following vLLM 0.11's ``Scheduler.schedule`` (``v1/core/sched/scheduler.py``).
+"""vLLM V1 scheduler, following vLLM 0.11's ``Scheduler.schedule`` (``v1/core/sched/scheduler.py``)
+and, with ``vllm_version: "0.32"``, vLLM 0.32.0's where the releases differ.
 
 Per step, one token budget (``max_num_batched_tokens``; unset: 8192, or ``max_model_len`` with
 chunked prefill off, as vLLM 0.11's ``EngineArgs``) is shared by prefill chunks and decodes:
 
 1. Running requests first, in admission order. Each gets ``min(remaining known tokens,
-   long_prefill_token_threshold if set, budget)`` tokens (chunked prefill on or off). When its
+   long_prefill_token_threshold if set, budget)`` tokens (chunked prefill on or off; under
+   0.32 the threshold is off while at most one request runs or waits). When its
    blocks cannot be allocated, a victim is preempted by recompute (``newest`` = last admitted
    under FCFS, ``lowest_priority`` = largest (priority, arrival) under the priority policy,
    vLLM's own choice when ``preemption.victim`` is unset) and put back at the head of the
@@ -14,8 +16,19 @@ chunked prefill off, as vLLM 0.11's ``EngineArgs``) is shared by prefill chunks 
    chunked prefill on the chunk is then cut to the budget left; with it off a request whose
    chunk exceeds the budget left is set aside and the next one tried (``vllm_version: 0.11``,
    the default; the set-aside ones return to the head afterwards, the last one first) or
-   admission stops (``vllm_version: upstream``: vLLM after PR #28911). A failed allocation
-   stops admission for the step.
+   admission stops (``vllm_version: "0.32"``: vLLM PR #28911). With ``reserve_full_prompt``
+   (vLLM's ``scheduler_reserve_full_isl``, on by default under 0.32) a request is admitted
+   only when blocks for all its tokens are free. A failed allocation stops admission for the
+   step.
+
+Under 0.32 freed blocks without cached content are reused first (``kv_cache.reuse: split``,
+``v1/core/block_pool.py`` ``BlockPool.free_blocks``). ``tools/vllm_reference/`` runs random
+scenarios through a real vLLM 0.32.0 and compares every step (``docs/conformance.md``).
+
+With ``async_scheduling`` (vLLM's ``AsyncScheduler``) a request that samples its last token in
+step n is *parked* (:mod:`~simkv.engine.schedulers.parked`): it holds its slot and blocks
+through step n + 1's scheduling. A schedule that plans nothing but released parked requests
+schedules again at once (vLLM's next ``schedule()`` call, after the output arrives).
 
 There is no watermark and no swapping in V1: KV that cannot be kept is recomputed. The KV
 memory (:class:`~simkv.engine.memory.paged.PagedKV`) reserves block 0 as vLLM's null block and
@@ -53,6 +66,7 @@ from simkv.engine.registry import paged_memory, register
 from simkv.engine.request.plan import StepPlan
 from simkv.engine.request.seq import Seq, Status
 from simkv.engine.scheduler import SchedulerBase
+from simkv.engine.schedulers.parked import Parked
 from simkv.metrics.recorder import Recorder
 
 
@@ -79,6 +93,10 @@ class VllmV1Scheduler(SchedulerBase):
         self.victim = preemption.victim_for(cfg.policy)
         # chunked prefill off, a waiting request over the budget left: set aside (vLLM 0.11)
         self._set_aside = not cfg.enable_chunked_prefill and cfg.vllm_version == "0.11"
+        self.reserve_full = cfg.reserves_full_prompt()
+        # the long-prefill threshold of this step (0 = off; set by schedule under 0.32)
+        self._threshold = cfg.long_prefill_token_threshold
+        self._lone_unthreshold = self._threshold > 0 and cfg.whole_step_threshold()
         if kv.cache is not None:
             self.fill_block_size = kv.block_size
         self._plan = StepPlan()  # the plan being built (for the lane's preemption callback)
@@ -88,6 +106,11 @@ class VllmV1Scheduler(SchedulerBase):
         self._blocked: tuple[Seq, int, int] | None = None
         # what-if victims (see the module docstring): preempted request -> the one it gave way to
         self._held: dict[Seq, Seq] | None = None if self.victim in VICTIMS_OF_VLLM else {}
+        # async scheduling: requests that sampled their last token, holding their blocks and
+        # running slot until the next schedule() ends (the module docstring)
+        self._parked = Parked(kv, recorder) if cfg.async_scheduling else None
+        if self._parked is not None:
+            self.uses_lane = False  # the lane's steps assume a finished request leaves at once
 
     @classmethod
     def waiting_queue(cls, cfg: VllmV1Config) -> WaitingQueue:
@@ -105,7 +128,7 @@ class VllmV1Scheduler(SchedulerBase):
 
     def _chunk(self, num_new: int, budget: int) -> int:
         """Tokens to schedule out of ``num_new`` remaining: threshold and budget applied."""
-        threshold = self.cfg.long_prefill_token_threshold
+        threshold = self._threshold
         if 0 < threshold < num_new:
             num_new = threshold
         return min(num_new, budget)
@@ -122,8 +145,32 @@ class VllmV1Scheduler(SchedulerBase):
         return lane
 
     def schedule(self, now: float) -> StepPlan:
+        plan = self._schedule(now)
+        parked = self._parked
+        if parked is not None and parked.seqs:
+            parked.release(self.running)
+            if not plan.seqs and not plan.preempted:
+                plan = self._schedule(now)  # vLLM's next schedule() call, the output in
+        return plan
+
+    def _on_output_complete(self, seq: Seq, now: float) -> None:
+        """Finish ``seq``, or park it under async scheduling (it stays running)."""
+        if self._parked is None:
+            self._finish(seq, now)
+        else:
+            self._parked.park(seq, now)
+
+    def _drop_ended(self, ended: list[Seq]) -> None:
+        if self._parked is None:  # (parked requests stay in the running list)
+            super()._drop_ended(ended)
+
+    def _schedule(self, now: float) -> StepPlan:
         plan = self._plan = StepPlan()
         budget = self.budget
+        if self._lone_unthreshold:
+            # vLLM 0.32 Scheduler.schedule: a lone request has nobody to starve
+            lone = len(self.running) + len(self.waiting) <= 1
+            self._threshold = 0 if lone else self.cfg.long_prefill_token_threshold
         lane = self.lane
         if lane is not None and lane.size:
             # victims may be requests scheduled earlier in the step: under ``newest`` the lane
@@ -167,12 +214,16 @@ class VllmV1Scheduler(SchedulerBase):
                 i += 1
                 continue
             num_new = self._chunk(seq.num_tokens - seq.num_computed, budget)
+            if not num_new:  # parked (async scheduling): nothing to compute
+                i += 1
+                continue
             while not self.kv.allocate_slots(seq, num_new):
                 victim = pick_victim(running, self.victim)
                 j = running.index(victim)
-                if j < i:  # already scheduled this step: give its budget back
-                    budget += plan.num_new[plan.seqs.index(victim)]
-                    plan.remove(victim)
+                if j < i:  # already scheduled this step (unless parked): give its budget back
+                    if victim.status is not Status.FINISHED:
+                        budget += plan.num_new[plan.seqs.index(victim)]
+                        plan.remove(victim)
                     i -= 1
                 del running[j]
                 n -= 1
@@ -218,6 +269,10 @@ class VllmV1Scheduler(SchedulerBase):
         return victim
 
     def _preempt(self, seq: Seq, plan: StepPlan) -> None:
+        if self._parked is not None and seq.status is Status.FINISHED:
+            self._parked.preempt(seq)  # it leaves instead of waiting
+            plan.preempted += 1
+            return
         self.kv.free(seq)
         seq.recomputed_tokens += seq.num_computed
         seq.num_computed = 0
@@ -232,7 +287,7 @@ class VllmV1Scheduler(SchedulerBase):
         prefill off a request whose chunk exceeds the budget left is set aside (0.11: the
         loop goes on; the set-aside ones go back to the head afterwards, each pushed to the
         front in turn, so the last one set aside leads, as ``prepend_requests`` of a deque
-        built with ``prepend_request`` does) or stops admission (``vllm_version: upstream``)."""
+        built with ``prepend_request`` does) or stops admission (``vllm_version: "0.32"``)."""
         skipped: list[Seq] = []
         self._admit(plan, budget, now, skipped)
         for seq in skipped:
@@ -245,7 +300,7 @@ class VllmV1Scheduler(SchedulerBase):
         held = self._held  # (None or empty: nothing held, the usual case)
         cfg, gpu, bs = self.cfg, self.kv.gpu, self.kv.block_size
         max_seqs, chunked = self.max_seqs, cfg.enable_chunked_prefill
-        reserve_full, threshold = cfg.reserve_full_prompt, cfg.long_prefill_token_threshold
+        reserve_full, threshold = self.reserve_full, self._threshold
         while waiting and budget > 0 and len(running) < max_seqs:
             seq = waiting.peek()
             if (
