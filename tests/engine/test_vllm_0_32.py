@@ -170,3 +170,30 @@ def test_a_parked_request_can_be_the_priority_victim(
     assert _steps(steps) == [(3, 0, 1, 0), (4, 1, 2, 0), third, (0, 1, 1, 0), (0, 1, 1, 0)]
     assert (requests.status == "finished").all()
     assert list(requests.output_tokens) == [2, 4]
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_under_async_scheduling_a_block_is_cached_once_its_last_token_is_processed(
+    tmp_path: Path, async_scheduling: bool
+) -> None:
+    """vLLM 0.32 ``v1/core/kv_cache_manager.py`` ``KVCacheManager.allocate_slots`` caches the
+    blocks full of known tokens (``min(computed + new, num_tokens)``) and
+    ``Scheduler.update_from_output`` those full of computed ones, for running requests only; a
+    token sampled in step n is known after step n + 1's ``schedule()``. So with async
+    scheduling a request preempted as it needs its next block has not cached the block it
+    just filled, and recomputes it when it returns.
+
+    4 usable blocks of 4, ``max_num_seqs`` 2. A = (8, 4), B = (2, 8) at 0. 1: A 8 (blocks 1,
+    2) + B 2 (block 3). 2, 3: both decode; A takes block 4; B's 4th token fills block 3 in
+    step 3. 4: B needs a block, none is free: B preempts itself; A samples its last token. 5:
+    without async, block 3 was cached (B hits 4 tokens and computes 1); with async it was not
+    (and A's blocks come back only after the first schedule): B recomputes all 5.
+    """
+    sched = {**V032, "max_num_seqs": 2, "max_num_batched_tokens": 16,
+             "async_scheduling": async_scheduling}  # fmt: skip
+    data = tiny_data(tmp_path, [(0, 8, 4), (0, 2, 8)], sched, num_blocks=5, max_model_len=12)
+    steps, requests = cli_run(tmp_path, data)
+    back = (5, 0, 1, 0) if async_scheduling else (0, 1, 1, 0)
+    head = [(10, 0, 2, 0), (0, 2, 2, 0), (0, 2, 2, 0), (0, 1, 1, 1), back]
+    assert _steps(steps) == [*head, *[(0, 1, 1, 0)] * 4]
+    assert requests.loc[1, "cache_hit_tokens"] == (0 if async_scheduling else 4)

@@ -1,9 +1,10 @@
 """simkv's ``vllm_v1`` against a real vLLM, step by step, without installing vLLM.
 
-``fixtures/`` holds random scenarios (``tools/vllm_reference/scenario.py``, seeds 0–119) and
-the step log a real vLLM 0.32.0 (the CPU build, ``make vllm-reference``) recorded for each: per
-``schedule()`` call, the tokens scheduled per request and the requests preempted. Each is
-replayed through simkv with ``vllm_version: "0.32"`` and compared call by call.
+``fixtures/`` holds random scenarios (``tools/vllm_reference/scenario.py``, seeds 0–119, and
+seeds 0–59 again with async scheduling) and the step log a real vLLM 0.32.0 (the CPU build,
+``make vllm-reference``) recorded for each: per ``schedule()`` call, the tokens scheduled per
+request and the requests preempted. Each is replayed through simkv with ``vllm_version:
+"0.32"`` and compared call by call.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def test_the_fixtures_are_the_generators_scenarios_of_a_real_vllm_0_32() -> None
     assert head["versions"]["vllm"] == "0.32.0"  # type: ignore[index]
     assert len(records) >= 100
     stored = [Scenario.from_json(s) for s in read_jsonl_gz(SCENARIOS)]
-    assert stored == generate("0:120")
+    assert stored == generate("0:120", "0:60")
     assert {str(r["name"]) for r in records} == {s.name for s in stored}
 
 
@@ -47,6 +48,7 @@ def test_every_recorded_scenario_is_identical_step_by_step() -> None:
     # the set exercises what it claims to: preemptions, every family
     assert sum(o.preemptions for o in result.outcomes) >= 50
     assert {o.scenario.family for o in result.outcomes} >= {"preempt", "priority", "long"}
+    assert sum(o.scenario.engine.async_scheduling for o in result.outcomes) == 60
 
 
 def test_vllm_0_11_rules_differ_from_the_recorded_0_32_engine() -> None:

@@ -78,6 +78,7 @@ class PagedKV:
         self.cache: PrefixCache | None = cache
         # vLLM 0.11's hash cache registers blocks when they are allocated (module docstring)
         self.cache_on_alloc = cache is not None and prefix_caching == "hash"
+        self.register_on_free = True  # (async scheduling registers by itself)
         self.gpu = BlockAllocator(num_blocks, block_size, reuse=reuse, free_queue=self.cache)
         self._refs = self.gpu.refcounts
         self.refcounts = self._refs  # read-only view for the schedulers' hot paths
@@ -201,7 +202,8 @@ class PagedKV:
         if self.cache is not None and keys is not None:
             # the cache notes a private owner's blocks as they are freed; with caching at
             # allocation, a victim scheduled earlier in this step has its new blocks cached
-            self.prefix.register(seq, table.length if self.cache_on_alloc else seq.num_computed)
+            if self.register_on_free:
+                self.prefix.register(seq, table.length if self.cache_on_alloc else seq.num_computed)
             shared = self.gpu.release(table.block_ids, keys.owner, seq.cached_upto)
         else:
             shared = self.gpu.release(table.block_ids)

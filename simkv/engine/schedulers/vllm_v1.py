@@ -25,23 +25,19 @@ Under 0.32 freed blocks without cached content are reused first (``kv_cache.reus
 ``v1/core/block_pool.py`` ``BlockPool.free_blocks``). ``tools/vllm_reference/`` runs random
 scenarios through a real vLLM 0.32.0 and compares every step (``docs/conformance.md``).
 
-With ``async_scheduling`` (vLLM's ``AsyncScheduler``) a request that samples its last token in
-step n is *parked* (:mod:`~simkv.engine.schedulers.parked`): it holds its slot and blocks
-through step n + 1's scheduling. A schedule that plans nothing but released parked requests
-schedules again at once (vLLM's next ``schedule()`` call, after the output arrives).
+With ``async_scheduling`` (vLLM's ``AsyncScheduler``) outputs are processed a step late
+(:mod:`~simkv.engine.schedulers.async_outputs`): a finished request holds its slot and blocks
+through the next step's scheduling, and blocks are cached a step later. A schedule that plans
+nothing but released parked requests schedules again at once (vLLM's next ``schedule()``
+call, after the outputs were processed).
 
 There is no watermark and no swapping in V1: KV that cannot be kept is recomputed. The KV
 memory (:class:`~simkv.engine.memory.paged.PagedKV`) reserves block 0 as vLLM's null block and
 caches full blocks as they are allocated (vLLM 0.11's ``KVCacheManager.allocate_slots``).
 
-Victims. vLLM has only ``newest`` (FCFS) and ``lowest_priority`` (priority policy); ``oldest``,
-``longest`` and ``fewest_blocks`` are simkv what-if policies. Under them a preempted request
-could be re-admitted, evict its evictor, and so on forever (with chunked prefill, two requests
-each holding half the memory take turns recomputing and neither samples a token). So a request
-a what-if policy preempts is *held*: it is not re-admitted while the request it gave way to (the
-one whose allocation failed, or the oldest other running request when it gave way to itself)
-is still running. Until then admission stops (the held request is the waiting head), so the
-running set only shrinks until a request finishes: no livelock.
+Victims. vLLM has only ``newest`` (FCFS) and ``lowest_priority`` (priority policy); a victim
+of simkv's what-if policies is held until the request it gave way to has run
+(:mod:`~simkv.engine.schedulers.holds`: no livelock).
 """
 
 from __future__ import annotations
@@ -66,7 +62,8 @@ from simkv.engine.registry import paged_memory, register
 from simkv.engine.request.plan import StepPlan
 from simkv.engine.request.seq import Seq, Status
 from simkv.engine.scheduler import SchedulerBase
-from simkv.engine.schedulers.parked import Parked
+from simkv.engine.schedulers.async_outputs import AsyncOutputs
+from simkv.engine.schedulers.holds import Holds
 from simkv.metrics.recorder import Recorder
 
 
@@ -105,12 +102,13 @@ class VllmV1Scheduler(SchedulerBase):
         # are free (forgotten once it is admitted: after a preemption it may hit its own blocks)
         self._blocked: tuple[Seq, int, int] | None = None
         # what-if victims (see the module docstring): preempted request -> the one it gave way to
-        self._held: dict[Seq, Seq] | None = None if self.victim in VICTIMS_OF_VLLM else {}
-        # async scheduling: requests that sampled their last token, holding their blocks and
-        # running slot until the next schedule() ends (the module docstring)
-        self._parked = Parked(kv, recorder) if cfg.async_scheduling else None
-        if self._parked is not None:
+        self._held: Holds | None = None if self.victim in VICTIMS_OF_VLLM else Holds()
+        # async scheduling: outputs processed a step late (the module docstring)
+        self._async = AsyncOutputs(kv, recorder) if cfg.async_scheduling else None
+        self._in_flight_s: float | None = None  # when this schedule's outputs in flight ended
+        if self._async is not None:
             self.uses_lane = False  # the lane's steps assume a finished request leaves at once
+            self.fill_block_size = 0  # blocks are cached as outputs are processed
 
     @classmethod
     def waiting_queue(cls, cfg: VllmV1Config) -> WaitingQueue:
@@ -145,23 +143,28 @@ class VllmV1Scheduler(SchedulerBase):
         return lane
 
     def schedule(self, now: float) -> StepPlan:
+        outputs = self._async
+        if outputs is None:
+            return self._schedule(now)
+        self._in_flight_s = self._prev_end_s
         plan = self._schedule(now)
-        parked = self._parked
-        if parked is not None and parked.seqs:
-            parked.release(self.running)
-            if not plan.seqs and not plan.preempted:
-                plan = self._schedule(now)  # vLLM's next schedule() call, the output in
+        released = bool(outputs.parked)
+        outputs.processed(self.running)
+        if released and not plan.seqs and not plan.preempted:
+            self._in_flight_s = None  # vLLM's next schedule() call: every output processed
+            plan = self._schedule(now)
+            outputs.processed(self.running)
         return plan
 
     def _on_output_complete(self, seq: Seq, now: float) -> None:
         """Finish ``seq``, or park it under async scheduling (it stays running)."""
-        if self._parked is None:
+        if self._async is None:
             self._finish(seq, now)
         else:
-            self._parked.park(seq, now)
+            self._async.park(seq, now)
 
     def _drop_ended(self, ended: list[Seq]) -> None:
-        if self._parked is None:  # (parked requests stay in the running list)
+        if self._async is None:  # (parked requests stay in the running list)
             super()._drop_ended(ended)
 
     def _schedule(self, now: float) -> StepPlan:
@@ -228,10 +231,13 @@ class VllmV1Scheduler(SchedulerBase):
                 del running[j]
                 n -= 1
                 self._preempt(victim, plan)
-                self._hold(victim, seq)
+                if self._held is not None:
+                    self._held.hold(victim, seq, running)
                 if victim is seq:
                     break
             else:
+                if self._async is not None:
+                    self._async.allocated(seq, self._in_flight_s)
                 plan.add(seq, num_new)
                 budget -= num_new
                 i += 1
@@ -241,27 +247,6 @@ class VllmV1Scheduler(SchedulerBase):
         plan.kv_read_tokens += context
         return budget
 
-    def _hold(self, victim: Seq, seq: Seq) -> None:
-        """Under a what-if victim policy, keep ``victim`` out until the request it gave way to
-        leaves the running list."""
-        held = self._held
-        if held is None:
-            return
-        if victim is not seq:
-            held[victim] = seq
-        elif self.running:
-            held[victim] = self.running[0]
-
-    def _still_held(self, seq: Seq) -> bool:
-        """Whether the waiting head ``seq`` must stay out (a what-if victim, :meth:`_hold`)."""
-        held = self._held
-        if held is None or seq not in held:
-            return False
-        if held[seq].status is Status.RUNNING:
-            return True
-        del held[seq]
-        return False
-
     def _preempt_last(self) -> Seq:
         """Preempt the last running request in the plan being built (the lane's callback)."""
         victim = self.running.pop()
@@ -269,8 +254,8 @@ class VllmV1Scheduler(SchedulerBase):
         return victim
 
     def _preempt(self, seq: Seq, plan: StepPlan) -> None:
-        if self._parked is not None and seq.status is Status.FINISHED:
-            self._parked.preempt(seq)  # it leaves instead of waiting
+        if self._async is not None and seq.status is Status.FINISHED:
+            self._async.preempt(seq)  # parked: it leaves instead of waiting
             plan.preempted += 1
             return
         self.kv.free(seq)
@@ -308,7 +293,7 @@ class VllmV1Scheduler(SchedulerBase):
                 and gpu.free_blocks < blocked[2]
             ):  # fmt: skip
                 break  # the same allocation as last time, with no more blocks free
-            if held and self._still_held(seq):
+            if held and held.still_held(seq):
                 break
             hits = prefix.cached_prefix(seq)
             num_new = seq.num_tokens - len(hits) * bs
@@ -332,6 +317,8 @@ class VllmV1Scheduler(SchedulerBase):
                 break
             if blocked is not None and blocked[0] is seq:
                 self._blocked = blocked = None  # admitted: it may come back with cache hits
+            if self._async is not None:
+                self._async.allocated(seq, self._in_flight_s)
             hit_tokens = seq.num_computed
             if seq.prefix_hit_tokens is None:
                 seq.prefix_hit_tokens = hit_tokens
