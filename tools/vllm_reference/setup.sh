@@ -9,9 +9,9 @@
 #   - engines start in process, single-threaded and unbound (record.py sets
 #     VLLM_ENABLE_V1_MULTIPROCESSING=0, OMP_NUM_THREADS=1, VLLM_CPU_OMP_THREADS_BIND=nobind).
 set -euo pipefail
-cd "$(dirname "$0")"
-VENV="${1:-../../.venv-vllm}"
+VENV="$(realpath -m "${1:-.venv-vllm}")"  # (relative to where it is run from)
 PYTHON="${PYTHON:-python3}"
+cd "$(dirname "$0")"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
