@@ -1,0 +1,53 @@
+"""The SLO verdict of a run as sentences, the same in the terminal and the HTML report: one per
+objective (its limit, pass or fail at the judged percentile, the share of completed requests
+meeting it), then which objective binds. Judged by :func:`simkv.metrics.slo.verdict`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from simkv.metrics.slo import SLO_KEYS, judged_metric, slo_name
+
+
+def verdict_lines(
+    summary: Mapping[str, Any], limits: Mapping[str, Any]
+) -> list[tuple[bool | None, str]]:
+    """``(passed, sentence)`` per set objective, then ``(None, binding sentence)``; ``limits``:
+    the run's ``slo:`` section. Empty when no objective is set or the summary has no verdict."""
+    if "slo_pass" not in summary:
+        return []
+    q = float(summary["slo_percentile"])
+    label = judged_metric("", q).rstrip("_")
+    lines: list[tuple[bool | None, str]] = []
+    for key, _, _ in SLO_KEYS:
+        name, limit = slo_name(key), limits.get(key)
+        if limit is None or f"slo_{name}_pass" not in summary:
+            continue
+        passed = bool(summary[f"slo_{name}_pass"])
+        value = summary.get(judged_metric(key, q))
+        met = summary.get(f"slo_{name}_attainment_frac")
+        lines.append((passed, f"SLO {name.upper()} ≤ {limit:,g} ms: {'PASS' if passed else 'FAIL'}"
+                              f", {label} {_ms(value)}; {_percent(met)} of completed requests "
+                              "met it"))  # fmt: skip
+    lines.append((None, binding_line(summary)))
+    return lines
+
+
+def binding_line(summary: Mapping[str, Any]) -> str:
+    """Which SLO binds and by how much (``slo_binding``, ``slo_binding_headroom_frac``)."""
+    name, headroom = str(summary["slo_binding"]).upper(), summary.get("slo_binding_headroom_frac")
+    label = judged_metric("", float(summary["slo_percentile"])).rstrip("_")
+    if headroom is None:
+        return f"Binding SLO: {name} ({label} missing: no request finished)"
+    if headroom < 0:
+        return f"Binding SLO: {name}, {label} {100 * -headroom:.0f} % over its limit"
+    return f"Binding SLO: {name}, {label} {100 * headroom:.0f} % below its limit (headroom)"
+
+
+def _ms(value: object) -> str:
+    return f"{value:,.0f} ms" if isinstance(value, int | float) else "—"
+
+
+def _percent(value: object) -> str:
+    return f"{100 * value:.1f} %" if isinstance(value, int | float) else "—"
