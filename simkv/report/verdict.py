@@ -27,7 +27,7 @@ def verdict_lines(
         passed = bool(summary[f"slo_{name}_pass"])
         value = summary.get(judged_metric(key, q))
         met = summary.get(f"slo_{name}_attainment_frac")
-        lines.append((passed, f"SLO {name.upper()} ≤ {limit:,g} ms: {'PASS' if passed else 'FAIL'}"
+        lines.append((passed, f"SLO {name.upper()} ≤ {_ms(limit)}: {'PASS' if passed else 'FAIL'}"
                               f", {label} {_ms(value)}; {_percent(met)} of completed requests "
                               "met it"))  # fmt: skip
     lines.append((None, binding_line(summary)))
@@ -41,12 +41,15 @@ def binding_line(summary: Mapping[str, Any]) -> str:
     if headroom is None:
         return f"Binding SLO: {name} ({label} missing: no request finished)"
     if headroom < 0:
-        return f"Binding SLO: {name}, {label} {100 * -headroom:.0f} % over its limit"
-    return f"Binding SLO: {name}, {label} {100 * headroom:.0f} % below its limit (headroom)"
+        return f"Binding SLO: {name}, {label} {100 * -headroom:,.0f} % over its limit"
+    return f"Binding SLO: {name}, {label} {100 * headroom:,.0f} % below its limit (headroom)"
 
 
 def _ms(value: object) -> str:
-    return f"{value:,.0f} ms" if isinstance(value, int | float) else "—"
+    """``2,000 ms``, ``131 ms``, ``8.53 ms``; ``—`` when missing."""
+    if not isinstance(value, int | float):
+        return "—"
+    return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
 
 
 def _percent(value: object) -> str:
