@@ -38,16 +38,31 @@ def binding_line(summary: Mapping[str, Any]) -> str:
     """Which SLO binds and by how much (``slo_binding``, ``slo_binding_headroom_frac``)."""
     name, headroom = str(summary["slo_binding"]).upper(), summary.get("slo_binding_headroom_frac")
     label = judged_metric("", float(summary["slo_percentile"])).rstrip("_")
-    if headroom is None:
+    if _missing(headroom):
         return f"Binding SLO: {name} ({label} missing: no request finished)"
     if headroom < 0:
         return f"Binding SLO: {name}, {label} {100 * -headroom:,.0f} % over its limit"
     return f"Binding SLO: {name}, {label} {100 * headroom:,.0f} % below its limit (headroom)"
 
 
+def answer_lines(summary: Mapping[str, Any], where: str) -> list[str]:
+    """``at 4.81 req/s: p99 TTFT 1,234 ms, p99 TPOT 80.1 ms, p99 E2EL …`` then the binding
+    SLO's line: a search's run at its answer (``where``), from its summary (a sweep table row)."""
+    q = 99.0 if _missing(summary.get("slo_percentile")) else float(summary["slo_percentile"])
+    label = judged_metric("", q).rstrip("_")
+    p99s = [f"{label} {slo_name(key).upper()} {_ms(summary.get(judged_metric(key, q)))}"
+            for key, _, _ in SLO_KEYS]  # fmt: skip
+    binding = [] if _missing(summary.get("slo_binding")) else [binding_line(summary)]
+    return [f"at {where}: " + ", ".join(p99s), *binding]
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
 def _ms(value: object) -> str:
     """``2,000 ms``, ``131 ms``, ``8.53 ms``; ``—`` when missing."""
-    if not isinstance(value, int | float):
+    if not isinstance(value, int | float) or _missing(value):
         return "—"
     return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
 
