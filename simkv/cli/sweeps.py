@@ -101,7 +101,7 @@ def _print_results(sweep_dir: Path) -> None:
     sweep = load_sweep_folder(sweep_dir)
     console = Console(highlight=False)
     console.print(sweep_table(sweep))
-    for line in headline(sweep_dir, sweep):
+    for line in headline(sweep_dir, sweep, names=False):
         console.print(line, markup=False)
 
 

@@ -208,26 +208,27 @@ def failure_lines(sweep: SweepFolder) -> list[str]:
             "count and the knee below cover the finished runs only and may change."]  # fmt: skip
 
 
-def summary_lines(sweep: SweepFolder, answered: bool = False) -> list[str]:
+def summary_lines(sweep: SweepFolder, answered: bool = False, names: bool = True) -> list[str]:
     """The summary box, the answer first: failed runs, a rate sweep's knee, the best run among
     those meeting the SLOs (by the main objective; none named when none meets them), the runs
     meeting the SLOs. ``answered``: a capacity search's folder, whose answer
-    (:func:`capacity_lines`) leads instead: its runs are probes, so no best run or knee."""
+    (:func:`capacity_lines`) leads instead: its runs are probes, so no best run or knee.
+    ``names``: list the runs meeting the SLOs (the terminal counts them: its table marks them)."""
     ok = sweep.ok
     if ok.empty:
         return [*failure_lines(sweep), "No run finished."]
     met = ok.index[sm.meets_slo(ok).to_numpy()] if sm.has_slo(ok) else None
     if answered:
-        return failure_lines(sweep) + ([] if met is None else [_met_line(sweep, met)])
+        return failure_lines(sweep) + ([] if met is None else [_met_line(sweep, met, names)])
     lines = failure_lines(sweep) + knee_sentences(sweep, x_axis(sweep))
     if met is None:
         return [*lines, "No SLO is set: " + _best_line(sweep, ok, "best by request throughput")]
     if len(met) == 0:
         return [*lines, f"No run meets the SLOs ({slo_text(sweep)}), so none is named best.",
-                _met_line(sweep, met)]  # fmt: skip
+                _met_line(sweep, met, names)]  # fmt: skip
     among = f"Best among the {len(met)} runs meeting the SLOs" if len(met) > 1 else (
         "The one run meeting the SLOs")  # fmt: skip
-    return [*lines, _best_line(sweep, ok.loc[met], among), _met_line(sweep, met)]
+    return [*lines, _best_line(sweep, ok.loc[met], among), _met_line(sweep, met, names)]
 
 
 def _best_line(sweep: SweepFolder, rows: Any, among: str) -> str:
@@ -244,9 +245,12 @@ def _best_line(sweep: SweepFolder, rows: Any, among: str) -> str:
             f"p99 TTFT {_fmt(row.get(LATENCY), 'ms')}.")  # fmt: skip
 
 
-def _met_line(sweep: SweepFolder, met: Any) -> str:
+def _met_line(sweep: SweepFolder, met: Any, names: bool = True) -> str:
+    count = f"Runs meeting the SLOs ({slo_text(sweep)}): {len(met)} of {len(sweep.ok)}"
+    if not names:
+        return count + "."
     runs = ", ".join(_run_name(sweep, i) for i in met) if len(met) else "none"
-    return f"Runs meeting the SLOs ({slo_text(sweep)}): {len(met)} of {len(sweep.ok)}: {runs}."
+    return f"{count}: {runs}."
 
 
 def slo_text(sweep: SweepFolder) -> str:
@@ -281,10 +285,10 @@ def render_sweep_report(sweep_dir: Path) -> str:
     )
 
 
-def headline(sweep_dir: Path, sweep: SweepFolder) -> list[str]:
+def headline(sweep_dir: Path, sweep: SweepFolder, names: bool = True) -> list[str]:
     """The summary box's sentences: a capacity search's answer, then :func:`summary_lines`."""
     answer = capacity_lines(sweep_dir)
-    return answer + summary_lines(sweep, answered=bool(answer))
+    return answer + summary_lines(sweep, answered=bool(answer), names=names)
 
 
 def write_sweep_report(sweep_dir: Path) -> Path:

@@ -32,7 +32,7 @@ def sweep_table(sweep: SweepFolder) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"sweep {sweep.name}")
     table.add_column("#", justify="right")
     for header in axis_headers(sweep.axes):
-        table.add_column(header, overflow="fold")
+        table.add_column(header, overflow="fold", min_width=min(len(header), 20))
     if met is not None:
         table.add_column("SLOs")
     shown = "goodput req/s" if metric == sm.GOODPUT else "req/s"
