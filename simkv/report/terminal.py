@@ -50,6 +50,11 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("mean_cached_blocks", "Mean cached blocks"), ("mean_shared_slots", "Mean shared slots"),
         ("peak_shared_slots", "Peak shared slots"),
     )),
+    ("Fleet", (
+        ("num_replicas", "Replicas"),
+        ("outstanding_imbalance", "Load imbalance (max/mean outstanding)"),
+        ("outstanding_cv", "Load CV (outstanding requests)"),
+    )),
 )  # fmt: skip
 """(section title, ((summary key, label with unit), ...)) in print order."""
 LATENCIES = (("ttft", "Time to first token"), ("tpot", "Time per output token"),
