@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from simkv.metrics.slo import SLO_KEYS, judged_metric, slo_name
+from simkv.metrics.text import percentile_label
 
 
 def verdict_lines(
@@ -18,7 +19,7 @@ def verdict_lines(
     if "slo_pass" not in summary:
         return []
     q = float(summary["slo_percentile"])
-    label = judged_metric("", q).rstrip("_")
+    label = percentile_label(q)
     lines: list[tuple[bool | None, str]] = []
     for key, _, _ in SLO_KEYS:
         name, limit = slo_name(key), limits.get(key)
@@ -37,7 +38,7 @@ def verdict_lines(
 def binding_line(summary: Mapping[str, Any]) -> str:
     """Which SLO binds and by how much (``slo_binding``, ``slo_binding_headroom_frac``)."""
     name, headroom = str(summary["slo_binding"]).upper(), summary.get("slo_binding_headroom_frac")
-    label = judged_metric("", float(summary["slo_percentile"])).rstrip("_")
+    label = percentile_label(float(summary["slo_percentile"]))
     if _missing(headroom):
         return f"Binding SLO: {name} ({label} missing: no request finished)"
     if headroom < 0:
@@ -49,7 +50,7 @@ def answer_lines(summary: Mapping[str, Any], where: str) -> list[str]:
     """``at 4.81 req/s: p99 TTFT 1,234 ms, p99 TPOT 80.1 ms, p99 E2EL …`` then the binding
     SLO's line: a search's run at its answer (``where``), from its summary (a sweep table row)."""
     q = 99.0 if _missing(summary.get("slo_percentile")) else float(summary["slo_percentile"])
-    label = judged_metric("", q).rstrip("_")
+    label = percentile_label(q)
     p99s = [f"{label} {slo_name(key).upper()} {_ms(summary.get(judged_metric(key, q)))}"
             for key, _, _ in SLO_KEYS]  # fmt: skip
     binding = [] if _missing(summary.get("slo_binding")) else [binding_line(summary)]
