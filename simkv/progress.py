@@ -6,6 +6,7 @@ finished live display leaves behind.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -45,3 +46,29 @@ def stderr_status(message: str) -> Iterator[None]:
         return
     with console.status(message):
         yield
+
+
+@contextmanager
+def stderr_rounds(description: str, total: int) -> Iterator[Callable[[str, int], None]]:
+    """A ``step(line, done)`` callback for a search in rounds: ``line`` (the round's runs) is
+    printed on stderr, and on a terminal a rich bar shows ``done`` of about ``total`` runs
+    (the total grows if the search runs longer)."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+
+        def echo(line: str, done: int) -> None:
+            print(line, file=sys.stderr)
+
+        yield echo
+        return
+    columns = (
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+    )  # fmt: skip
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+
+        def step(line: str, done: int) -> None:
+            bar.console.print(line, markup=False, highlight=False)
+            bar.update(task, completed=done, total=max(total, done + 1))
+
+        yield step

@@ -60,7 +60,7 @@ def test_run_summary_formats_numbers_one_way_and_stderr_stays_quiet(
     assert result.exit_code == 0, result.output
     assert result.stderr == ""  # no bar, no status, no stray blank line off a terminal
     assert not re.search(r"\d e[+-]\d|\de[+-]\d", result.stdout)
-    assert re.search(r"request_throughput\s*│\s*[\d,]+\.\d\d\s", result.stdout)
+    assert re.search(r"Request throughput \(req/s\)\s*│\s*[\d,]+\.\d\d\s", result.stdout)
 
 
 @pytest.mark.parametrize(
@@ -87,7 +87,7 @@ def test_run_percentiles_option(tiny: Path, tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     for key in ("p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p99.9_ttft_ms", "std_e2el_ms"):
         assert key in summary, key
-    assert "p99.9_itl_ms" in result.stdout
+    assert "P99.9 ITL (ms)" in result.stdout
     bad = runner.invoke(app, ["run", str(tiny), "--percentiles", "50,x"])
     assert bad.exit_code == 2
     assert "--percentiles" in bad.output

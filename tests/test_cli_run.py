@@ -25,7 +25,7 @@ def test_run_writes_outputs_to_reports_run_name(tiny: Path, tmp_path: Path, monk
         assert (out / name).is_file(), name
     summary = json.loads((out / "summary.json").read_text())
     assert summary["completed"] == 3
-    assert "request_throughput" in result.output
+    assert "Request throughput (req/s)" in result.output
 
 
 def test_run_set_override_and_out(tiny: Path, tmp_path: Path) -> None:

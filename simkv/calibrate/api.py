@@ -8,7 +8,7 @@ defaults unless a profile is given) and changes only ``knobs``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,11 +121,13 @@ def calibrate(
     gpu: str | None = None,
     tp: Sequence[int] | None = None,
     max_evaluations: int = 150,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Calibration:
     """Fit ``knobs`` of ``start`` (default: the roofline's defaults) to every source at once:
     step tables pooled into one least-squares fit, measured runs by the mean of their replays'
     errors (``configs``: one replay config per run, else each is built from its run). All
-    sources are of one level. Every problem is an :class:`InputError`."""
+    sources are of one level. Every problem is an :class:`InputError`. ``progress(done,
+    budget)``: the request-level fit's simulations (a step-level fit takes a second)."""
     start = start or RooflineCostConfig()
     if not sources:
         raise InputError("give at least one source")
@@ -147,7 +149,7 @@ def calibrate(
         return sum(objective(cost) for objective in objectives) / len(objectives)
 
     chosen = check_knobs(knobs) if knobs else RUN_KNOBS
-    result = fit_run(start, joint, chosen, max_evaluations=max_evaluations)
+    result = fit_run(start, joint, chosen, max_evaluations=max_evaluations, progress=progress)
     validations = tuple(
         (run.label, replay_validation(cfg, base_dir, run, result.config))
         for run, cfg, base_dir in replays

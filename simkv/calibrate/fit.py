@@ -267,10 +267,12 @@ def fit_run(
     *,
     max_evaluations: int = 150,
     prior: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> FitResult:
     """The knobs minimising ``objective`` (a simulated run's mean abs. relative error ``e``)
     with, unless ``prior`` is False, the weak log-space prior centred on ``start`` added as in
-    the step fit: ``sqrt(e² + Σ (PRIOR_DATA_SCALE · Δlog / sigma)²)``."""
+    the step fit: ``sqrt(e² + Σ (PRIOR_DATA_SCALE · Δlog / sigma)²)``. ``progress(done,
+    budget)`` after each evaluation."""
     knobs = check_knobs(knobs)
     count = 0
     x0 = _start(start, knobs)
@@ -279,6 +281,8 @@ def fit_run(
     def score(x: np.ndarray) -> float:
         nonlocal count
         count += 1
+        if progress is not None:  # evaluations so far of the budget
+            progress(count, max(max_evaluations, count))
         bounds = np.log([KNOBS[k] for k in knobs])
         if np.any(x < bounds[:, 0]) or np.any(x > bounds[:, 1]):
             return math.inf

@@ -23,6 +23,7 @@ is the highest failing count, the new upper end the lowest meeting count above i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -80,6 +81,19 @@ def check_count_parameters(count_min: int, count_max: int, per_round: int) -> No
     if not 1 <= count_min < count_max:
         raise SearchError(f"need 1 ≤ count_min < count_max, got {count_min} and {count_max}")
     check_per_round(per_round)
+
+
+def expected_count_simulations(count_min: int, count_max: int, per_round: int) -> int:
+    """About how many runs a count search takes when the answer lies inside the bounds (the
+    two bounds, then ``per_round`` per round until neighbours; a progress bar's total; 2 for
+    parameters the search refuses)."""
+    try:
+        check_count_parameters(count_min, count_max, per_round)
+    except SearchError:
+        return 2
+    width = max(count_max - count_min, 1)
+    rounds = math.ceil(math.log(width) / math.log(per_round + 1))
+    return 2 + per_round * rounds
 
 
 def search_count(

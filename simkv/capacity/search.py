@@ -100,6 +100,20 @@ def narrowed(bracket: Bracket, verdicts: dict[float, bool]) -> Bracket:
     return Bracket(meets, fails)
 
 
+def expected_simulations(rate_min: float, rate_max: float, tolerance: float, per_round: int) -> int:
+    """About how many runs a search takes when the answer lies inside the bounds: the two
+    bounds, then ``per_round`` per round while each round divides the bracket's log-width by
+    ``per_round + 1`` down to ``log(1 + tolerance)`` (a progress bar's total, not a promise;
+    2 for parameters :func:`check_parameters` refuses, which the search reports)."""
+    try:
+        check_parameters(rate_min, rate_max, tolerance, per_round)
+    except SearchError:
+        return 2
+    width = math.log(rate_max / rate_min) / math.log(1 + tolerance)
+    rounds = math.ceil(math.log(max(width, 1.0)) / math.log(per_round + 1))
+    return 2 + per_round * rounds
+
+
 def check_parameters(rate_min: float, rate_max: float, tolerance: float, per_round: int) -> None:
     """Raise :class:`SearchError` unless the parameters can run a search."""
     if not (math.isfinite(rate_min) and math.isfinite(rate_max) and 0 < rate_min < rate_max):

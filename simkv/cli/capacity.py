@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ from simkv.cli.common import (
     input_errors,
     interrupted_search,
     kept_aside,
+    print_at_answer,
     shown_failure,
 )
 from simkv.cli.sweeps import Executor
@@ -70,8 +72,10 @@ def capacity(
     with --at-rate, the fewest replicas meeting them at that rate; with --options too, the
     cheapest fleet among the options."""
     from simkv.capacity.run import CapacityOptions, find_capacity
+    from simkv.capacity.search import expected_simulations
     from simkv.errors import InputError
     from simkv.outputs import Kind, new_output
+    from simkv.progress import stderr_rounds
     from simkv.report.sweep_report import write_sweep_report
     from simkv.run import load_config
 
@@ -107,9 +111,13 @@ def capacity(
             per_round=per_round,
             **runs,
         )
+        total = expected_simulations(rate_min, rate_max, tolerance, per_round)
         try:
-            with new_output(out_dir, Kind.CAPACITY, force=force) as staging:
-                found = find_capacity(config, set_ or [], staging.path, opts, _print_round)
+            with (
+                new_output(out_dir, Kind.CAPACITY, force=force) as staging,
+                stderr_rounds(f"capacity {name}", total) as step,
+            ):
+                found = find_capacity(config, set_ or [], staging.path, opts, _rounds(step))
                 write_sweep_report(staging.path)
                 staging.keep = found.failure is not None and staging.earlier
         except KeyboardInterrupt:
@@ -135,6 +143,8 @@ def capacity(
     else:
         above = "" if result.bracket is None else f"; {result.bracket.fails:g} req/s does not"
         typer.echo(f"answer: {axis}={result.answer:g} req/s meets the SLOs{above}")
+    if failure is None and result.answer is not None and not staging.keep:
+        print_at_answer(out_dir, axis, result.answer, f"{result.answer:g} req/s")
     if staging.keep:
         typer.echo(kept_aside(out_dir, "search", "the same command"), err=True)
     else:
@@ -175,5 +185,13 @@ def _check_per_round(per_round: int) -> None:
         raise InputError(str(err), field="--per-round") from None
 
 
-def _print_round(rates: list[float]) -> None:
-    typer.echo("simulating " + ", ".join(f"{r:g}" for r in rates) + " req/s", err=True)
+def _rounds(step: Callable[[str, int], None]) -> Callable[[list[float]], None]:
+    """The search's round callback: the rates of each round, and the runs done before it."""
+    done = 0
+
+    def on_round(rates: list[float]) -> None:
+        nonlocal done
+        step("simulating " + ", ".join(f"{r:g}" for r in rates) + " req/s", done)
+        done += len(rates)
+
+    return on_round

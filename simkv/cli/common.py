@@ -141,3 +141,16 @@ def shown_failure(failure: RunFailure | None, staging: Staging, out_dir: Path) -
     if failure is None or staging.keep:
         return failure
     return replace(failure, run_dir=out_dir / failure.run_dir.relative_to(staging.path))
+
+
+def print_at_answer(folder: Path, axis: str, value: float, where: str) -> None:
+    """The p99s and the binding SLO of the search's run at its answer (``axis`` = ``value``,
+    read from ``folder``'s sweep table); nothing when that run is not in it."""
+    from simkv.report.sweep_folder import STATUS_OK, load_sweep_folder
+    from simkv.report.verdict import answer_lines
+
+    table = load_sweep_folder(folder).table
+    rows = table[(table["status"] == STATUS_OK) & (table[axis].astype("float64") == value)]
+    if not rows.empty:
+        for line in answer_lines(rows.iloc[0].to_dict(), where):
+            typer.echo(line)

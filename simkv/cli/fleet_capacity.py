@@ -4,13 +4,20 @@ target rate, and the cheapest fleet among priced options (printing only; the sea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import typer
 
-from simkv.capacity.replicas import CountFound, CountOptions
-from simkv.cli.common import input_errors, interrupted_search, kept_aside, shown_failure
+from simkv.capacity.replicas import COUNT_AXIS, CountFound, CountOptions
+from simkv.cli.common import (
+    input_errors,
+    interrupted_search,
+    kept_aside,
+    print_at_answer,
+    shown_failure,
+)
 
 
 def fleet_capacity(
@@ -18,10 +25,12 @@ def fleet_capacity(
     options_file: Path | None, out: Path | None, force: bool = False,
 ) -> None:  # fmt: skip
     """Run the count search (or one per option), write the folder and its reports, print."""
+    from simkv.capacity.count import expected_count_simulations
     from simkv.capacity.replicas import check_options, find_cheapest, find_min_count
     from simkv.config.fleet_options import load_fleet_options
     from simkv.errors import InputError
     from simkv.outputs import Kind, new_output
+    from simkv.progress import stderr_rounds
     from simkv.report.sweep_report import write_sweep_report
     from simkv.run import load_config
 
@@ -35,13 +44,18 @@ def fleet_capacity(
             check_options(config, sets, opts.at_rate, options, options_file)
         suffix = "fleets" if options else "replicas"
         out_dir = out or Path("reports") / f"{name}-{suffix}"
+        each = expected_count_simulations(opts.count_min, opts.count_max, opts.per_round)
+        total = each * (len(options.options) if options else 1)
         try:
-            with new_output(out_dir, Kind.CAPACITY, force=force) as staging:
-                work = staging.path
+            with (
+                new_output(out_dir, Kind.CAPACITY, force=force) as staging,
+                stderr_rounds(f"{suffix} {name}", total) as step,
+            ):
+                work, on_round = staging.path, _rounds(step)
                 if options is None:
-                    found = [find_min_count(config, sets, work, opts, _print_round)]
+                    found = [find_min_count(config, sets, work, opts, on_round)]
                 else:
-                    found = find_cheapest(config, sets, work, opts, options, _print_round)
+                    found = find_cheapest(config, sets, work, opts, options, on_round)
                 reports = [out_dir / write_sweep_report(f.out_dir).relative_to(work)
                            for f in found]  # fmt: skip
                 staging.keep = staging.earlier and any(f.failure is not None for f in found)
@@ -68,9 +82,16 @@ def _print_found(
         f"now, {sum(f.reused for f in found)} reused from {out_dir})"
     )
     if compared:
-        _print_options(found, opts)
+        cheapest = _print_options(found, opts)
+        if cheapest is not None and reports:
+            answer = cheapest.search.answer or 0
+            where = f"{cheapest.row.name}, {_replicas(answer)}"
+            print_at_answer(out_dir / cheapest.out_dir.name, COUNT_AXIS, answer, where)
     else:
         typer.echo("answer: " + count_answer(found[0], opts))
+        answer = found[0].search.answer
+        if found[0].failure is None and answer is not None and reports:
+            print_at_answer(out_dir, COUNT_AXIS, answer, _replicas(answer))
     if reports:  # none when the search waits beside an earlier one (kept aside)
         typer.echo(f"wrote {out_dir / 'capacity.json'}")
     for report in reports:
@@ -102,8 +123,9 @@ def count_answer(found: CountFound, opts: CountOptions) -> str:
     return f"{_replicas(answer)}{gpus} {verb} the SLOs {at}{below}"
 
 
-def _print_options(found: list[CountFound], opts: CountOptions) -> None:
-    """The options table (cheapest and Pareto front marked) and the answer line."""
+def _print_options(found: list[CountFound], opts: CountOptions) -> CountFound | None:
+    """The options table (cheapest and Pareto front marked) and the answer line; returns
+    the cheapest option's search (None when none is named)."""
     from simkv.capacity.replicas import compared, first_option_failure
     from simkv.report.conventions import format_ms
 
@@ -124,16 +146,25 @@ def _print_options(found: list[CountFound], opts: CountOptions) -> None:
     if failed is not None and failed.failure is not None:
         typer.echo(f"answer: none: option {failed.row.name}: {failed.failure.sentence()}; "
                    "the same command runs it again")  # fmt: skip
-        return
+        return None
     if best is None:
         typer.echo(f"answer: none meets: no option meets the SLOs at {opts.at_rate:g} req/s "
                    f"with up to {_replicas(opts.count_max)}")  # fmt: skip
-        return
+        return None
     typer.echo(f"answer: cheapest fleet at {opts.at_rate:g} req/s: {best.name}, "
                f"{_replicas(best.replicas or 0)} × TP{best.tensor_parallel} = {best.gpus} GPUs, "
                f"{best.cost_per_hour:,.2f} per hour")  # fmt: skip
+    return found[rows.index(best)]
 
 
-def _print_round(option: str, counts: list[int]) -> None:
-    where = f"{option}: " if option else ""
-    typer.echo(f"{where}simulating " + ", ".join(map(str, counts)) + " replicas", err=True)
+def _rounds(step: Callable[[str, int], None]) -> Callable[[str, list[int]], None]:
+    """The searches' round callback: each round's counts, and the runs done before it."""
+    done = 0
+
+    def on_round(option: str, counts: list[int]) -> None:
+        nonlocal done
+        where = f"{option}: " if option else ""
+        step(f"{where}simulating " + ", ".join(map(str, counts)) + " replicas", done)
+        done += len(counts)
+
+    return on_round

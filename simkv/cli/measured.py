@@ -175,6 +175,7 @@ def calibrate(
     from simkv.calibrate.api import calibrate as run_calibration
     from simkv.config.profile import read_profile, write_profile
     from simkv.outputs import claim_file
+    from simkv.progress import stderr_progress
 
     what = "a calibration profile"
     with input_errors(ctx):
@@ -182,16 +183,18 @@ def calibrate(
         if out is not None:  # refused before the fit, not after it
             with claim_file(out, simkv_profile, what, force=force):
                 pass
-        cal = run_calibration(
-            sources,
-            start=read_profile(start) if start else None,
-            knobs=[k.strip() for k in fit.split(",") if k.strip()] if fit else None,
-            configs=config or (),
-            model=model,
-            gpu=gpu,
-            tp=int_list(tp, "--tp") if tp else None,
-            max_evaluations=max_evals,
-        )
+        with stderr_progress("calibrating: simulations of the fit") as progress:
+            cal = run_calibration(
+                sources,
+                start=read_profile(start) if start else None,
+                knobs=[k.strip() for k in fit.split(",") if k.strip()] if fit else None,
+                configs=config or (),
+                model=model,
+                gpu=gpu,
+                tp=int_list(tp, "--tp") if tp else None,
+                max_evaluations=max_evals,
+                progress=progress,
+            )
     path = out or Path("reports") / f"calibrate-{cal.label}" / "profile.yaml"
     header = [
         f"simkv calibration profile: {cal.level}-level fit on {', '.join(map(str, sources))}",
@@ -211,6 +214,19 @@ def calibrate(
     with input_errors(ctx), claim_file(path, simkv_profile, what, force=force) as target:
         write_profile(cal.result.config, target, header)
     typer.echo(f"wrote {path}")
+    _print_use(cal, path)
+
+
+def _print_use(cal: Calibration, path: Path) -> None:
+    """How to use the profile, and one plausibility line per fitted knob."""
+    from simkv.calibrate.plausible import plausibility
+
+    typer.echo("use it: cost_model: {profile: PATH} in a run config (PATH relative to it)")
+    typer.echo(f"    or: simkv run CONFIG --set 'cost_model={{profile: {path.resolve()}}}'")
+    typer.echo("plausibility of the fitted knobs:")
+    for knob in cal.result.knobs:
+        plausible, line = plausibility(knob, getattr(cal.result.config, knob))
+        typer.echo(("  ok     " if plausible else "  check  ") + line)
 
 
 def _check_limits(max_evals: int, max_error: float) -> None:

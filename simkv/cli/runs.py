@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,17 +19,18 @@ if TYPE_CHECKING:
     from simkv.run.simulate import RunOutput
 
 
-def _print_summary(summary: dict[str, float | None], title: str) -> None:
+def _print_summary(summary: dict[str, Any], title: str, cfg: SimConfig) -> None:
+    """The summary in grouped sections, then the SLO verdict (80 columns fit)."""
     from rich.console import Console
-    from rich.table import Table
 
-    from simkv.metrics.text import format_value
+    from simkv.report.terminal import summary_table
+    from simkv.report.verdict import verdict_lines
 
-    table = Table("metric", "value", title=title)
-    table.columns[1].justify = "right"
-    for key, value in summary.items():
-        table.add_row(key, format_value(key, value))
-    Console(highlight=False).print(table)
+    console = Console(highlight=False)
+    console.print(summary_table(summary, title))
+    for passed, line in verdict_lines(summary, cfg.slo.model_dump()):
+        style = {True: "green", False: "bold red", None: "bold"}[passed]
+        console.print(line, style=style, markup=False)
 
 
 def _percentiles(text: str | None) -> tuple[float, ...]:
@@ -89,7 +90,7 @@ def run(
                 if trace:
                     paths.append(_write_trace(work, result.frames))
                 paths.append(write_run_report(work))
-    _print_summary(result.summary, f"{cfg.name}: {result.wall_s:.2f} s wall")
+    _print_summary(result.summary, f"{cfg.name}: {result.wall_s:.2f} s wall", cfg)
     for path in paths:
         typer.echo(f"wrote {out_dir / path.relative_to(work)}")
 

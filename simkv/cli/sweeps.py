@@ -83,10 +83,26 @@ def sweep(
     if staging.keep:
         typer.echo(kept_aside(out_dir, "sweep", f"simkv sweep {sweep_file} --resume"), err=True)
     else:
+        _print_results(out_dir)
         typer.echo(f"wrote {out_dir / 'sweep.parquet'}")
         typer.echo(f"wrote {out_dir / 'report.html'}")
     if result.failed:
         raise typer.Exit(code=1)
+
+
+def _print_results(sweep_dir: Path) -> None:
+    """The compact table of the runs, then the report's headline (answer first)."""
+    from rich.console import Console
+
+    from simkv.report.sweep_folder import load_sweep_folder
+    from simkv.report.sweep_report import headline
+    from simkv.report.sweep_terminal import sweep_table
+
+    sweep = load_sweep_folder(sweep_dir)
+    console = Console(highlight=False)
+    console.print(sweep_table(sweep))
+    for line in headline(sweep_dir, sweep, names=False):
+        console.print(line, markup=False)
 
 
 def report(

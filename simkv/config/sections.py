@@ -73,8 +73,17 @@ class KVCacheConfig(Frozen):
 
 
 class SLOConfig(Frozen):
-    """Service-level objectives for ``request_goodput`` (a request is good if it meets all)."""
+    """Service-level objectives for ``request_goodput`` (a request is good if it meets all) and
+    the run's verdict (each objective passes when its ``percentile`` is within it)."""
 
     ttft_ms: float | None = Field(None, gt=0)
     tpot_ms: float | None = Field(None, gt=0)
     e2el_ms: float | None = Field(None, gt=0)
+    percentile: float = Field(
+        99.0,
+        ge=50,
+        le=100,
+        description="the latency percentile each objective is judged at: a run passes an "
+        "objective when this percentile of the latency is within it (99: the p99 that vLLM's "
+        "goodput studies and simkv's reports judge), 50..100",
+    )

@@ -1,23 +1,31 @@
-"""Service-level objectives judged on a run's summary: the one definition of "meets the SLOs".
+"""Service-level objectives judged on a run: the one definition of "meets the SLOs".
 
-A run *meets the SLOs* when, for every objective its ``slo:`` section sets, the p99 of that
-latency is within it (p99 TTFT ≤ ``slo.ttft_ms`` …): at least 99 % of its requests meet each
-objective. A missing p99 (no finished request) fails. Sweep reports (:mod:`simkv.report.
-sweep_summary`) and the capacity search (:mod:`simkv.capacity`) both judge with this.
+A run *passes* an objective when the ``slo.percentile`` (default 99) of that latency is within
+it (p99 TTFT ≤ ``slo.ttft_ms`` …), and *meets the SLOs* when it passes every objective its
+``slo:`` section sets. A missing percentile (no finished request) fails. An objective's
+*attainment* is the share of the completed requests whose own latency is within it (a request
+with one output token has no TPOT and meets a TPOT objective); rejected and aborted requests are
+not in it, but count as not good in ``request_goodput``. The *binding* objective is the one
+with the highest percentile / limit ratio: the one failing worst, or, when all pass, the one
+with the least headroom. Sweep reports (:mod:`simkv.report.sweep_summary`) and the capacity
+search (:mod:`simkv.capacity`) judge with this.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from simkv.config.sections import SLOConfig
+from simkv.metrics.text import percentile_label
 
 SLO_KEYS: tuple[tuple[str, str, str], ...] = (
     ("ttft_ms", "p99_ttft_ms", "p99 TTFT"),
     ("tpot_ms", "p99_tpot_ms", "p99 TPOT"),
     ("e2el_ms", "p99_e2el_ms", "p99 E2EL"),
 )
-"""(``slo:`` key, the summary column judged against it, its name in reports)."""
+"""(``slo:`` key, the summary column judged against it at the default percentile, its name)."""
 
 
 def slo_set(slo: SLOConfig) -> bool:
@@ -25,18 +33,57 @@ def slo_set(slo: SLOConfig) -> bool:
     return any(getattr(slo, key) is not None for key, _, _ in SLO_KEYS)
 
 
+def judged_metric(key: str, percentile: float) -> str:
+    """The summary key of ``slo.<key>``'s latency at ``percentile``: ``p99_ttft_ms``."""
+    return f"{percentile_label(percentile)}_{key}"
+
+
+def slo_name(key: str) -> str:
+    """The objective's short name in summary keys and text: ``ttft`` for ``ttft_ms``."""
+    return key.removesuffix("_ms")
+
+
+def _ratio(summary: Mapping[str, object], key: str, slo: SLOConfig) -> float:
+    """Percentile / limit of objective ``key`` (infinity when the percentile is missing)."""
+    value = summary.get(judged_metric(key, slo.percentile))
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return float("inf")
+    return float(value) / float(getattr(slo, key))
+
+
 def meets_slos(summary: Mapping[str, object], slo: SLOConfig) -> bool:
     """Whether a run's ``summary`` meets every objective ``slo`` sets (False when none is)."""
+    ratios = [_ratio(summary, key, slo) for key, _, _ in SLO_KEYS if getattr(slo, key)]
+    return bool(ratios) and all(r <= 1.0 for r in ratios)
+
+
+def verdict(
+    summary: Mapping[str, object], latencies_ms: Mapping[str, np.ndarray], slo: SLOConfig
+) -> dict[str, float | str | bool | None]:
+    """The verdict's summary keys: ``slo_percentile``, per set objective ``slo_<name>_pass``
+    and ``slo_<name>_attainment_frac``, then ``slo_pass``, ``slo_binding`` (the binding
+    objective's name) and ``slo_binding_headroom_frac`` (1 - percentile / limit: negative when
+    it fails). ``latencies_ms[key]``: each completed request's latency (NaN: meets it).
+    Empty when no objective is set."""
     if not slo_set(slo):
-        return False
-    for key, metric, _ in SLO_KEYS:
+        return {}
+    out: dict[str, float | str | bool | None] = {"slo_percentile": slo.percentile}
+    ratios: dict[str, float] = {}
+    for key, _, _ in SLO_KEYS:
         limit = getattr(slo, key)
         if limit is None:
             continue
-        value = summary.get(metric)
-        if not isinstance(value, int | float) or not value <= limit:
-            return False
-    return True
+        name, values = slo_name(key), latencies_ms[key]
+        ratios[name] = _ratio(summary, key, slo)
+        out[f"slo_{name}_pass"] = ratios[name] <= 1.0
+        met = ~(values > limit)  # NaN compares False: a request without TPOT meets it
+        out[f"slo_{name}_attainment_frac"] = float(met.mean()) if len(values) else None
+    binding = max(ratios, key=lambda name: ratios[name])  # first of equals: SLO_KEYS order
+    out["slo_pass"] = all(r <= 1.0 for r in ratios.values())
+    out["slo_binding"] = binding
+    finite = np.isfinite(ratios[binding])
+    out["slo_binding_headroom_frac"] = 1.0 - ratios[binding] if finite else None
+    return out
 
 
 def good_fraction(summary: Mapping[str, object]) -> float | None:

@@ -7,7 +7,9 @@ Each latency gets ``mean_``, ``median_``, ``std_`` (population, as numpy's defau
 the finished requests' prompt and generated tokens. ``max_output_tokens_per_s`` is the most output
 tokens that came out in one 1-second window from the first arrival (decode tokens at their step's
 end, first tokens at ``first_token_s``), as vLLM's benchmark bins them; ``max_concurrent_requests``
-is the most requests in the system (arrival to leaving) at any instant.
+is the most requests in the system (arrival to leaving) at any instant (the peak concurrency).
+``offered_requests_per_s`` and ``arrival_cv`` describe the arrivals (see :func:`_arrivals`);
+the ``slo_`` keys are the SLO verdict of :func:`simkv.metrics.slo.verdict`.
 ``duration_s`` runs from the first arrival to the last completion. TPOT of a request is
 ``(e2el - ttft) / (output_tokens - 1)`` for requests with more than one output token (per
 sequence for multi-sequence requests). ITL
@@ -27,6 +29,8 @@ import pandas as pd
 
 from simkv.config.sections import GIB, SLOConfig
 from simkv.metrics.recorder import RunFrames
+from simkv.metrics.slo import verdict
+from simkv.metrics.text import percentile_label
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (90.0, 99.0)  # always present: reports read p90/p99
 WASTE_COLUMNS = (
@@ -47,11 +51,6 @@ def weighted_percentiles(values: np.ndarray, counts: np.ndarray, qs: list[float]
         v_hi = v[np.searchsorted(c, hi, side="right")]
         out.append(float(v_lo + (v_hi - v_lo) * (h - lo)))
     return out
-
-
-def percentile_label(q: float) -> str:
-    """vLLM's name of percentile ``q``: ``p99`` for 99.0, ``p99.9`` for 99.9."""
-    return f"p{int(q)}" if int(q) == q else f"p{q:g}"
 
 
 def stat_labels(percentiles: tuple[float, ...]) -> list[tuple[str, float | None]]:
@@ -122,6 +121,16 @@ def _peaks(req: pd.DataFrame, steps: pd.DataFrame, out: dict[str, float | None])
     out["max_concurrent_requests"] = int(np.max(np.cumsum(delta[order]), initial=0))
 
 
+def _arrivals(req: pd.DataFrame, out: dict[str, float | None]) -> None:
+    """The offered load: ``offered_requests_per_s`` (arrivals after the first over the arrival
+    span) and ``arrival_cv`` (coefficient of variation of inter-arrival times: 1 for Poisson,
+    above 1 burstier); None with fewer than two arrivals or a zero span."""
+    gaps = np.diff(np.sort(req["arrival_s"].to_numpy()))
+    span = float(gaps.sum())
+    out["offered_requests_per_s"] = len(gaps) / span if span > 0 else None
+    out["arrival_cv"] = float(gaps.std() / gaps.mean()) if span > 0 else None
+
+
 def _good(done: pd.DataFrame, ttft_ms: pd.Series, tpot_ms: pd.Series, slo: SLOConfig) -> int:
     ok = np.ones(len(done), dtype=bool)
     if slo.ttft_ms is not None:
@@ -171,6 +180,7 @@ def summarize(
 
     ``percentiles`` (0–100) are added to :data:`DEFAULT_PERCENTILES` for every latency."""
     req, steps = frames.requests, frames.steps
+    percentiles = (*percentiles, slo.percentile)
     done = req[req["status"] == "finished"]
     out = _counts(req, done)
     duration = out["duration_s"] or 0.0
@@ -187,6 +197,7 @@ def summarize(
     has_slo = any(v is not None for v in (slo.ttft_ms, slo.tpot_ms, slo.e2el_ms))
     out["request_goodput"] = _good(done, ttft_ms, tpot_ms, slo) * rate if has_slo else None
     _peaks(req, steps, out)
+    _arrivals(req, out)
     latency_stats("ttft", ttft_ms.to_numpy(), out, percentiles)
     latency_stats("tpot", tpot_ms.dropna().to_numpy(), out, percentiles)
     _itl_stats(frames.itl, out, percentiles)
@@ -201,6 +212,8 @@ def summarize(
     _memory_stats(steps, total_blocks, out)
     _prefix_stats(req, steps, out)
     out["mean_fork_saving"] = _fork_saving(steps)
+    latencies = {"ttft_ms": ttft_ms.to_numpy(), "tpot_ms": tpot_ms.to_numpy(), "e2el_ms": e2el_ms}
+    out.update(verdict(out, latencies, slo))  # type: ignore[arg-type]
     return finite_or_none(out)
 
 

@@ -22,3 +22,8 @@ def format_value(key: str, value: float | None) -> str:
     if key.endswith("_gib"):
         return f"{value:,.3f}"
     return f"{value:,.2f}"
+
+
+def percentile_label(q: float) -> str:
+    """vLLM's name of percentile ``q``: ``p99`` for 99.0, ``p99.9`` for 99.9."""
+    return f"p{int(q)}" if int(q) == q else f"p{q:g}"

@@ -22,8 +22,10 @@ def capacity_lines(sweep_dir: Path) -> list[str]:
     try:
         failed = failure_line(found, "Capacity" if found.get("search") == "rate" else "Replicas")
         if found.get("search") == "replicas":
-            fleets = fleet_lines(parent) if parent.get("search") == "fleets" else []
-            return [*fleets, failed or replica_line(found)]
+            if parent.get("search") != "fleets":
+                return [failed or replica_line(found)]
+            own = f"This option, {sweep_dir.name}: " + (failed or replica_line(found))
+            return [*fleet_lines(parent), own]
         if failed:
             return [failed]
         outcome, axis, rate = found["outcome"], found["axis"], found["answer_rate"]
@@ -80,8 +82,13 @@ def fleet_lines(fleets: dict[str, Any]) -> list[str]:
     cheapest = fleets["cheapest"] or "none"
     if failure:
         cheapest = f"none: option {failure['option']} failed, so none is named"
+    rows = {row["name"]: row for row in fleets["options"]}
+    if not failure and fleets["cheapest"] in rows:
+        row = rows[fleets["cheapest"]]
+        cheapest += (f", {row['replicas']} replicas × TP{row['tensor_parallel']} = "
+                     f"{row['gpus']} GPUs, {row['cost_per_hour']:,.2f} per hour")  # fmt: skip
     lines = [
-        f"Fleets at {fleets['at_rate']:g} req/s: cheapest {cheapest} "
+        f"Cheapest fleet meeting the SLOs at {fleets['at_rate']:g} req/s: {cheapest} "
         f"({fleets['simulations']} simulations over {len(fleets['options'])} options)."
     ]
     for row in fleets["options"]:

@@ -22,6 +22,7 @@ import yaml
 from simkv.errors import InputError
 from simkv.metrics.files import FRAME_NAMES, frame_path, read_table
 from simkv.metrics.recorder import STEP_COLUMNS, RunFrames
+from simkv.metrics.slo import SLO_KEYS, slo_name
 from simkv.text import parse_json
 
 RUN_FILES = ("summary.json", "config.resolved.yaml")  # and the frames, Parquet or CSV
@@ -64,9 +65,20 @@ def _read_summary(path: Path) -> dict[str, Any]:
         raise InputError("damaged run file: expected a JSON object", file=path)
     for key, value in summary.items():
         number = isinstance(value, int | float) and not isinstance(value, bool)
-        if value is not None and not (number and math.isfinite(value)):
+        if value is None or _verdict_value(key, value):
+            continue
+        if not (number and math.isfinite(value)):
             raise InputError(f"damaged run file: {key} is not a finite number", file=path)
     return summary
+
+
+def _verdict_value(key: str, value: object) -> bool:
+    """True for the SLO verdict's keys that are not numbers (:func:`simkv.metrics.slo.verdict`):
+    ``slo_*_pass`` (true/false) and ``slo_binding`` (an objective's name)."""
+    if key.startswith("slo_") and key.endswith("_pass"):
+        return isinstance(value, bool)
+    names = [slo_name(k) for k, _, _ in SLO_KEYS]
+    return key == "slo_binding" and value in names
 
 
 def read_config(path: Path) -> tuple[str, dict[str, Any]]:

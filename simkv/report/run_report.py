@@ -16,6 +16,7 @@ from typing import Any
 import matplotlib as mpl
 import pandas as pd
 
+from simkv.metrics.slo import SLO_KEYS, slo_name
 from simkv.outputs import write_file
 from simkv.report import figures as fg
 from simkv.report import fleet_figures as ff
@@ -35,6 +36,7 @@ from simkv.report.cache_figures import hit_split, prefix_cache_figure
 from simkv.report.compare_runs import render_comparison_report
 from simkv.report.conventions import Drawn, format_ms
 from simkv.report.run_folder import RunFolder, load_run
+from simkv.report.verdict import verdict_lines
 
 __all__ = [
     "RunFolder", "format_ms", "load_run", "render_comparison_report", "render_run_report",
@@ -54,7 +56,7 @@ METRIC_NOTES = {
 
 def _slo_note(config: dict[str, Any]) -> str:
     slo = config.get("slo") or {}
-    parts = [f"{k.removesuffix('_ms').upper()} ≤ {v:g} ms" for k, v in slo.items() if v]
+    parts = [f"{slo_name(k).upper()} ≤ {slo[k]:g} ms" for k, _, _ in SLO_KEYS if slo.get(k)]
     return "SLO " + ", ".join(parts) if parts else "no SLO set"
 
 
@@ -240,6 +242,7 @@ def render_run_report(run_dir: Path) -> str:
         name=run.name,
         setup=describe_setup(run),
         cards=summary_cards(run),
+        verdict=verdict_lines(run.summary, run.config.get("slo") or {}),
         figures=figure_blocks,
         config_text=run.config_text,
         summary_rows=[

@@ -1,13 +1,14 @@
 """The self-contained HTML comparison report of a sweep folder.
 
-Read by :func:`simkv.report.sweep_folder.load_sweep_folder`. The page: a summary box (the best
-run by the sweep's main objective, the runs meeting the SLOs, a rate sweep's knee;
-:mod:`simkv.report.sweep_summary`), metric-vs-axis charts, a heatmap for two-axis grids, the
-Pareto scatter (:mod:`simkv.report.sweep_figures`) and the table of all runs, numbered (``#``)
-as the Pareto labels. Failed runs (``status != "ok"``) are listed in the table and left out of
-every chart and conclusion. Figures are inline SVG drawn under :data:`figures.REPORT_RC` and
-text goes through the report's jinja2 environment (autoescape on), so the same folder always
-renders to the same bytes and the page references nothing outside itself.
+Read by :func:`simkv.report.sweep_folder.load_sweep_folder`. The page: a summary box (the answer
+first: a capacity search's answer or a rate sweep's knee, then the best run among those meeting
+the SLOs, the runs meeting them; :mod:`simkv.report.sweep_summary`), metric-vs-axis charts, a
+heatmap for two-axis grids, the Pareto scatter (:mod:`simkv.report.sweep_figures`) and the table
+of all runs, numbered (``#``) as the Pareto labels. Failed runs (``status != "ok"``) are listed
+in the table and left out of every chart and conclusion. Figures are inline SVG drawn under
+:data:`figures.REPORT_RC` and text goes through the report's jinja2 environment (autoescape on),
+so the same folder always renders to the same bytes and the page references nothing outside
+itself.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import matplotlib as mpl
 
+from simkv.metrics.slo import slo_name
 from simkv.outputs import write_file
 from simkv.report import figures as fg
 from simkv.report import sweep_summary as sm
@@ -107,8 +109,8 @@ def _knee_x(knee: sm.Knee, sweep: SweepFolder, x: str) -> float | None:
 
 
 def knee_sentences(sweep: SweepFolder, x: str | None) -> list[str]:
-    """One sentence per line of a rate sweep: where it meets the SLOs up to, where p99 TTFT
-    departs."""
+    """One sentence per line of a rate sweep: the highest rate meeting the SLOs, or without
+    SLOs where p99 TTFT departs."""
     out = []
     for name, knee in knees(sweep, x):
         where = f" ({name})" if name else ""
@@ -118,7 +120,9 @@ def knee_sentences(sweep: SweepFolder, x: str | None) -> list[str]:
         elif sm.has_slo(sweep.ok):
             parts.append(f"the highest {x} meeting the SLOs is {knee.meets_up_to:g} req/s")
         factor = f"{sm.DEPARTURE_FACTOR:g}× its value at the lowest rate"
-        if knee.departs_at is None:
+        if sm.has_slo(sweep.ok):
+            pass  # the SLOs answer; where p99 TTFT departs would be a second knee
+        elif knee.departs_at is None:
             parts.append(f"p99 TTFT stays within {factor} throughout")
         else:
             parts.append(f"p99 TTFT departs (exceeds {factor}) at {knee.departs_at:g} req/s")
@@ -204,36 +208,59 @@ def failure_lines(sweep: SweepFolder) -> list[str]:
             "count and the knee below cover the finished runs only and may change."]  # fmt: skip
 
 
-def summary_lines(sweep: SweepFolder) -> list[str]:
-    """The summary box: failed runs, best run by the main objective, runs meeting the SLOs,
-    the knee."""
+def summary_lines(sweep: SweepFolder, answered: bool = False, names: bool = True) -> list[str]:
+    """The summary box, the answer first: failed runs, a rate sweep's knee, the best run among
+    those meeting the SLOs (by the main objective; none named when none meets them), the runs
+    meeting the SLOs. ``answered``: a capacity search's folder, whose answer
+    (:func:`capacity_lines`) leads instead: its runs are probes, so no best run or knee.
+    ``names``: list the runs meeting the SLOs (the terminal counts them: its table marks them)."""
     ok = sweep.ok
     if ok.empty:
         return [*failure_lines(sweep), "No run finished."]
-    metric = sm.objective(ok)
-    best = sm.best_row(ok, metric)
+    met = ok.index[sm.meets_slo(ok).to_numpy()] if sm.has_slo(ok) else None
+    if answered:
+        return failure_lines(sweep) + ([] if met is None else [_met_line(sweep, met, names)])
+    lines = failure_lines(sweep) + knee_sentences(sweep, x_axis(sweep))
+    if met is None:
+        return [*lines, "No SLO is set: " + _best_line(sweep, ok, "best by request throughput")]
+    if len(met) == 0:
+        return [*lines, f"No run meets the SLOs ({slo_text(sweep)}), so none is named best.",
+                _met_line(sweep, met, names)]  # fmt: skip
+    among = f"Best among the {len(met)} runs meeting the SLOs" if len(met) > 1 else (
+        "The one run meeting the SLOs")  # fmt: skip
+    return [*lines, _best_line(sweep, ok.loc[met], among), _met_line(sweep, met, names)]
+
+
+def _best_line(sweep: SweepFolder, rows: Any, among: str) -> str:
+    """``{among} (by {objective}): #k (point), value, p99 TTFT``: the best of ``rows``."""
+    metric = sm.objective(rows)
     name = "request goodput" if metric == sm.GOODPUT else "request throughput"
-    lines = []
-    if best is not None:
-        row = ok.loc[best]
-        lines.append(f"Best run by {name}: {_run_name(sweep, best)}: "
-                     f"{_fmt(row[metric], 'req/s')} {name.removeprefix('request ')}, "
-                     f"p99 TTFT {_fmt(row.get(LATENCY), 'ms')}.")  # fmt: skip
-    if sm.has_slo(ok):
-        met = ok.index[sm.meets_slo(ok).to_numpy()]
-        runs = ", ".join(_run_name(sweep, i) for i in met) if len(met) else "none"
-        lines.append(f"Runs meeting the SLOs ({slo_text(sweep)}): {len(met)} of {len(ok)}: {runs}.")
-    else:
-        lines.append("No SLO is set, so the main objective is request throughput.")
-    return failure_lines(sweep) + lines + knee_sentences(sweep, x_axis(sweep))
+    best = sm.best_row(rows, metric)
+    if best is None:
+        return f"{among}: none ({name} missing)."
+    row = rows.loc[best]
+    by = "" if "by request throughput" in among else f" (by {name})"
+    return (f"{among}{by}: {_run_name(sweep, best)}, "
+            f"{_fmt(row[metric], 'req/s')} {name.removeprefix('request ')}, "
+            f"p99 TTFT {_fmt(row.get(LATENCY), 'ms')}.")  # fmt: skip
+
+
+def _met_line(sweep: SweepFolder, met: Any, names: bool = True) -> str:
+    count = f"Runs meeting the SLOs ({slo_text(sweep)}): {len(met)} of {len(sweep.ok)}"
+    if not names:
+        return count + "."
+    runs = ", ".join(_run_name(sweep, i) for i in met) if len(met) else "none"
+    return f"{count}: {runs}."
 
 
 def slo_text(sweep: SweepFolder) -> str:
     """The SLOs the finished runs set, as ``p99 TTFT ≤ 2,000 ms, …`` (ranges if they differ)."""
     parts = []
-    for key, _, shown in sm.SLO_KEYS:
+    label = sm.percentile_text(sweep.ok)
+    for key, _, _ in sm.SLO_KEYS:
         values = sorted(set(sweep.ok[sm.slo_column(key)].dropna().tolist()))
         if values:
+            shown = f"{label} {slo_name(key).upper()}"
             parts.append(f"{shown} ≤ " + " / ".join(f"{v:,g}" for v in values) + " ms")
     return ", ".join(parts)
 
@@ -252,10 +279,16 @@ def render_sweep_report(sweep_dir: Path) -> str:
             for axis in sweep.axes
         ],
         counts=(len(sweep.table), len(sweep.ok)),
-        summary=capacity_lines(sweep_dir) + summary_lines(sweep),
+        summary=headline(sweep_dir, sweep),
         figures=figure_blocks,
         table=table,
     )
+
+
+def headline(sweep_dir: Path, sweep: SweepFolder, names: bool = True) -> list[str]:
+    """The summary box's sentences: a capacity search's answer, then :func:`summary_lines`."""
+    answer = capacity_lines(sweep_dir)
+    return answer + summary_lines(sweep, answered=bool(answer), names=names)
 
 
 def write_sweep_report(sweep_dir: Path) -> Path:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from simkv.metrics.slo import SLO_KEYS
+from simkv.metrics.text import percentile_label
 
 THROUGHPUT = "request_throughput"
 GOODPUT = "request_goodput"
@@ -42,7 +43,8 @@ def has_slo(table: pd.DataFrame) -> bool:
 
 
 def meets_slo(table: pd.DataFrame) -> pd.Series:
-    """Per row: True when the run sets at least one SLO and its p99 of each is within it.
+    """Per row: True when the run sets at least one SLO and its p99 of each is within it;
+    a run's own verdict (``slo_pass``, judged at its ``slo.percentile``) where it has one.
 
     A p99 that is missing (no finished request) fails the SLO it is judged against.
     """
@@ -59,7 +61,18 @@ def meets_slo(table: pd.DataFrame) -> pd.Series:
         any_set |= is_set
         ok &= ~is_set | (value <= limit).fillna(False)
     met[any_set & ok] = True
+    if "slo_pass" in table.columns:  # the runs' own verdict, at their slo.percentile
+        judged = table["slo_pass"].astype("boolean")
+        met = judged.fillna(met).astype(bool) & any_set
     return met
+
+
+def percentile_text(table: pd.DataFrame) -> str:
+    """The percentile the runs' SLOs are judged at, as ``p99`` (``p95 / p99`` if they differ;
+    p99 for runs recorded before ``slo.percentile`` existed)."""
+    qs = table["slo_percentile"].dropna() if "slo_percentile" in table.columns else []
+    labels = sorted({percentile_label(float(q)) for q in qs}) or [percentile_label(99.0)]
+    return " / ".join(labels)
 
 
 def objective(table: pd.DataFrame) -> str:

@@ -35,6 +35,12 @@ def test_step_table_to_profile_to_run_config(tmp_path: Path) -> None:
     result = RUNNER.invoke(app, [*args, "--out", str(profile)])
     assert result.exit_code == 0, result.output
     assert "residuals by model" in result.output and f"wrote {profile}" in result.output
+    # how to use it, and one plausibility line per fitted knob
+    assert f"--set 'cost_model={{profile: {profile.resolve()}}}'" in result.output
+    checks = [line.split()[:2] for line in result.output.splitlines()
+              if line.startswith(("  ok ", "  check "))]  # fmt: skip
+    assert [knob for _, knob in checks] == list(KNOBS)
+    assert ["ok", "step_overhead_ms"] in checks
     fitted = read_profile(profile)
     assert fitted.step_overhead_ms == pytest.approx(TRUE.step_overhead_ms, rel=0.01)
     assert profile.read_text().startswith("# simkv calibration profile: step-level fit")

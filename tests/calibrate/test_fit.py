@@ -277,3 +277,14 @@ def test_run_fit_prior_splits_what_the_run_cannot() -> None:
     assert result.error < 0.01
     moves = [abs(math.log(getattr(result.config, k) / getattr(start, k))) for k in knobs]
     assert max(moves) < math.log(1.5)
+
+
+def test_plausibility_against_physical_and_fit_ranges() -> None:
+    from simkv.calibrate.plausible import plausibility
+
+    assert plausibility("gemm_efficiency", 0.6) == (
+        True, "gemm_efficiency 0.6: within 0.4-0.8 of the tensor peak")  # fmt: skip
+    assert plausibility("weight_read_efficiency", 0.97)[0] is False  # above streaming's 93 %
+    assert plausibility("step_overhead_ms", 4.0)[0] is True
+    assert plausibility("step_overhead_ms", 500.0) == (
+        False, "step_overhead_ms 500: at a bound of the fit range 0.001-500")  # fmt: skip

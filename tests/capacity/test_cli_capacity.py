@@ -21,6 +21,9 @@ def test_capacity_answers_writes_a_sweep_folder_and_resumes(config: Path, tmp_pa
     meets, fails = answer["bracket"]
     assert meets == answer["answer_rate"] and fails / meets <= 1.1
     assert f"answer: workload.arrival.rate={meets:g} req/s meets the SLOs" in done.stdout
+    # at the answer: its p99s and the binding SLO (the only one set: TTFT, within 200 ms)
+    assert f"at {meets:g} req/s: p99 TTFT " in done.stdout
+    assert "\nBinding SLO: TTFT, p99 " in done.stdout and "below its limit" in done.stdout
     # the verdicts are the runs' own p99 TTFT against the SLO (200 ms)
     judged = {j["rate"]: j for j in answer["judged"]}
     assert judged[meets]["meets"] and judged[meets]["p99_ttft_ms"] <= 200

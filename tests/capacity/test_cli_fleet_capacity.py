@@ -53,7 +53,10 @@ def test_the_cheapest_fleet_among_options(config: Path, tmp_path: Path) -> None:
         assert row["cost_per_hour"] == row["gpus"] * row["price_per_gpu_hour"]
         option = json.loads((out / row["folder"] / "capacity.json").read_text())
         assert option["answer_replicas"] == row["replicas"]
-        assert "Fleets at 150 req/s: cheapest" in (out / row["folder"] / "report.html").read_text()
+        page = (out / row["folder"] / "report.html").read_text()
+        assert "Cheapest fleet meeting the SLOs at 150 req/s: " in page
+        assert f"This option, {row['folder']}: Replicas: the fewest" in page
+        assert "Best" not in page[page.index('id="sweep-summary"') : page.index("</section>")]
     assert rows["a100-tp2"]["tensor_parallel"] == 2
     best = min(rows.values(), key=lambda row: (row["cost_per_hour"], row["gpus"]))
     assert fleets["cheapest"] == best["name"] and best["cheapest"] and best["pareto"]

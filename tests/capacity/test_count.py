@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from simkv.capacity.count import (
     CountBracket,
+    expected_count_simulations,
     interior_counts,
     narrowed_count,
     search_count,
@@ -97,3 +98,11 @@ def test_a_failed_run_stops_the_search_and_is_no_miss() -> None:
     assert (result.outcome, result.answer, result.bracket) == ("failed", None, None)
     assert asked == [[1, 16], [8]]
     assert result.judged == ((1, False), (16, True), (8, None)) and result.rounds == 2
+
+
+@pytest.mark.parametrize("fewest", [2, 3, 7, 16])
+@pytest.mark.parametrize("per_round", [1, 3])
+def test_the_progress_total_is_the_runs_of_a_count_search(fewest: int, per_round: int) -> None:
+    result = search_count(needs(fewest), 1, 16, per_round=per_round)
+    expected = expected_count_simulations(1, 16, per_round)
+    assert abs(len(result.judged) - expected) <= per_round

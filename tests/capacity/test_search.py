@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from simkv.capacity.search import (
     Bracket,
     SearchError,
+    expected_simulations,
     interior_rates,
     narrowed,
     rounded,
@@ -130,3 +131,14 @@ def test_a_failed_bound_stops_round_0() -> None:
     result = search(lambda rates: {r: None if r == 32.0 else True for r in rates}, 0.25, 32.0)
     assert (result.outcome, result.rounds, result.judged) == (
         "failed", 1, ((0.25, True), (32.0, None)))  # fmt: skip
+
+
+@pytest.mark.parametrize("limit", [0.3, 3.7, 4.8, 30.0])
+@pytest.mark.parametrize("per_round", [1, 3, 5])
+def test_the_progress_total_is_the_runs_of_a_search_that_brackets(
+    limit: float, per_round: int
+) -> None:
+    result = search(threshold_judge(limit), 0.25, 32.0, tolerance=0.02, per_round=per_round)
+    expected = expected_simulations(0.25, 32.0, 0.02, per_round)
+    assert abs(len(result.judged) - expected) <= per_round  # rounding may save or need a round
+    assert expected_simulations(0.25, 0.25, 0.02, per_round) == 2  # refused: the bounds only

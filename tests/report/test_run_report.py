@@ -308,3 +308,22 @@ def test_runs_without_prefix_caching_have_no_cache_items(tmp_path: Path) -> None
     page = render_run_report(tmp_path / "run")
     assert 'id="fig-queues"' in page
     assert "fig-prefix-cache" not in page and "card-prefix-hits" not in page
+
+
+def test_the_verdict_leads_the_report(tmp_path: Path) -> None:
+    from simkv.config.sections import SLOConfig
+
+    cfg = tiny_config(tmp_path, [(0.0, 4, 6), (0.0, 4, 4)], {"kind": "vllm_v1"}, num_blocks=4,
+                      max_model_len=12)  # fmt: skip
+    # TTFT 18 ms for both; E2EL 73 ms (A) and 110 ms (B): the E2EL objective fails and binds
+    cfg = cfg.model_copy(update={"slo": SLOConfig(ttft_ms=20, e2el_ms=100)})
+    write_run(simulate(cfg, tmp_path), tmp_path / "run")
+    page = render_run_report(tmp_path / "run")
+    verdict = page[page.index('<ul class="verdict" id="slo-verdict">') : page.index("</ul>")]
+    items = re.findall(r'<li class="(\w+)">(.*?)</li>', verdict)
+    assert [cls for cls, _ in items] == ["pass", "fail", "binding"]
+    assert items[0][1].startswith("SLO TTFT ≤ 20 ms: PASS, p99 18")
+    assert items[1][1].startswith("SLO E2EL ≤ 100 ms: FAIL, p99 1")
+    assert items[1][1].endswith("; 50.0 % of completed requests met it")
+    assert items[2][1].startswith("Binding SLO: E2EL, p99 ")
+    assert page.index('id="slo-verdict"') < page.index('id="summary-cards"')

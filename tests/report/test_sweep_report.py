@@ -181,13 +181,14 @@ RATES = [1.0, 2.0, 3.0, 4.0]
 
 def _rate_folder(path: Path) -> Path:
     """A rate sweep with SLOs (TTFT 1000 ms, TPOT 50 ms): runs 1–2 meet them, 3 breaks TTFT
-    (and departs: 2,400 > 2 × 300 ms), 4 breaks both; run 2 has the highest goodput."""
+    (and departs: 2,400 > 2 × 300 ms), 4 breaks both; run 3 has the highest goodput but fails
+    them, run 2 the highest among the runs meeting them."""
     rows = [(f"r{int(r)}", "ok", None, 0, 0, thr, ttft)
             for r, thr, ttft in zip(RATES, [1.0, 2.0, 2.6, 2.7], [300.0, 500.0, 2400.0, 9e5],
                                     strict=True)]  # fmt: skip
     path = _write(path, {"workload.rate": pd.Series(RATES)}, rows, name="rate")
     table = pd.read_parquet(path / "sweep.parquet")
-    table["request_goodput"] = [1.0, 2.0, 1.2, 0.1]
+    table["request_goodput"] = [1.0, 2.0, 2.2, 0.1]
     table["p99_tpot_ms"] = [20.0, 30.0, 45.0, 80.0]
     table.to_parquet(path / "sweep.parquet", index=False)
     for run_id in table["run_id"]:
@@ -210,11 +211,37 @@ def _captions(text: str) -> dict[str, str]:
 
 def test_summary_box_names_best_run_slos_and_knee(rate_page: str) -> None:
     box = rate_page[rate_page.index('<section id="sweep-summary">') : rate_page.index("</section>")]
-    assert "Best run by request goodput: #2 (workload.rate=2): 2.00 req/s goodput" in box
-    assert ("Runs meeting the SLOs (p99 TTFT ≤ 1,000 ms, p99 TPOT ≤ 50 ms): 2 of 4: "
-            "#1 (workload.rate=1), #2 (workload.rate=2).") in box  # fmt: skip
-    assert "the highest workload.rate meeting the SLOs is 2 req/s" in box
-    assert "p99 TTFT departs (exceeds 2× its value at the lowest rate) at 3 req/s" in box
+    lines = re.findall(r"<p>(.*?)</p>", box)
+    # the answer (the knee) first; the best only among the runs meeting the SLOs, not #3
+    assert lines[0] == "Knee: the highest workload.rate meeting the SLOs is 2 req/s."
+    assert lines[1] == ("Best among the 2 runs meeting the SLOs (by request goodput): "
+                        "#2 (workload.rate=2), 2.00 req/s goodput, p99 TTFT 500 ms.")  # fmt: skip
+    assert lines[2] == ("Runs meeting the SLOs (p99 TTFT ≤ 1,000 ms, p99 TPOT ≤ 50 ms): 2 of 4: "
+                        "#1 (workload.rate=1), #2 (workload.rate=2).")  # fmt: skip
+    assert "departs" not in box  # the SLOs answer: no second knee
+
+
+def test_no_best_run_when_none_meets_the_slos(tmp_path: Path) -> None:
+    path = _rate_folder(tmp_path / "rate")
+    for run in (path / "runs").iterdir():
+        (run / "config.resolved.yaml").write_text("name: x\nslo:\n  ttft_ms: 10.0\n")
+    page = sr.render_sweep_report(path)
+    box = page[page.index('<section id="sweep-summary">') : page.index("</section>")]
+    assert "No run meets the SLOs (p99 TTFT ≤ 10 ms), so none is named best." in box
+    assert "Best" not in box and "no rate meets the SLOs" in box
+
+
+def test_a_capacity_search_leads_with_its_answer_alone(tmp_path: Path) -> None:
+    path = _rate_folder(tmp_path / "rate")
+    (path / "capacity.json").write_text(json.dumps({
+        "search": "rate", "outcome": "found", "axis": "workload.rate", "answer_rate": 2.0,
+        "simulations": 4, "tolerance": 0.02, "bracket": [2.0, 3.0],
+    }))  # fmt: skip
+    page = sr.render_sweep_report(path)
+    lines = re.findall(r"<p>(.*?)</p>", page[page.index('<section id="sweep-summary">') :])
+    assert lines[0].startswith("Capacity: the highest workload.rate meeting the SLOs is 2 req/s")
+    rest = " ".join(lines[1:3])
+    assert "Best" not in rest and "Knee" not in rest  # one answer in the box
 
 
 def test_slo_and_knee_lines_on_latency_charts(rate_page: str) -> None:
