@@ -13,7 +13,7 @@ VREFSTAMP = $(VREF)/.installed
 REFDIR    = tests/vllm_reference/fixtures
 REFTOOL   = $(BIN)/python -m tools.vllm_reference.conformance
 
-.PHONY: demo waste test fuzz readme bench install clean vllm-reference conformance
+.PHONY: demo waste test fuzz readme bench install clean vllm-reference conformance cpu-live
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,21 @@ conformance: $(TESTSTAMP) $(VREFSTAMP)
 		reports/conformance/vllm-0.32.0.jsonl.gz
 	$(REFTOOL) compare reports/conformance/scenarios.jsonl.gz \
 		reports/conformance/vllm-0.32.0.jsonl.gz --docs docs/conformance.md --name random
+
+# live rate sweeps against the real engine on this CPU (reports/cpu-live/, about 45 minutes),
+# then the calibration on one run and the predictions of the others (benchmarks/cpu_live.py);
+# the bundled runs are traces/measured/cpu-vllm0.32/. NICE: the engine's priority (a negative
+# value needs root; the bundled runs used -15 so that other work on the machine cannot starve it)
+LIVE  = nice -n $(NICE) $(VREF)/bin/python tools/vllm_reference/live.py reports/cpu-live
+NICE ?= 0
+cpu-live: $(STAMP) $(VREFSTAMP)
+	$(LIVE) --model small-llama --mix chat --rates 1,1.25,1.5,1.75,2,2.5,3 --requests 150 \
+		--repeat 2
+	$(LIVE) --model small-llama --mix long --rates 0.5,1 --requests 150
+	$(LIVE) --model small-llama --mix decode --rates 1,2 --requests 150
+	$(LIVE) --model tiny-llama --mix chat --rates 1.5,2,3,4,6 --requests 150
+	$(LIVE) --model small-llama --mix chat --rates 3.5,4,5 --requests 150
+	$(BIN)/python benchmarks/cpu_live.py --runs reports/cpu-live
 
 clean:
 	rm -rf $(VENV) reports/*/

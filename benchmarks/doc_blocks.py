@@ -1,7 +1,8 @@
 """Generated blocks inside a generated document: ``<!-- name:start -->`` … ``<!-- name:end -->``.
 
 docs/fidelity.md is written by benchmarks/fidelity.py, except its "sim vs real" block, which
-benchmarks/sim_vs_real.py writes; each script keeps the other's part.
+benchmarks/sim_vs_real.py writes, and its "cpu-live" block, which benchmarks/cpu_live.py writes;
+each script keeps the others' parts (:data:`KEPT`).
 """
 
 from __future__ import annotations
@@ -37,3 +38,6 @@ def write_block(path: Path, name: str, body: str) -> None:
 
 
 SIM_VS_REAL = "sim-vs-real"
+CPU_LIVE = "cpu-live"
+KEPT = (SIM_VS_REAL, CPU_LIVE)
+"""The blocks of docs/fidelity.md that benchmarks/fidelity.py keeps when it rewrites the file."""

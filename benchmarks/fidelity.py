@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from doc_blocks import SIM_VS_REAL, block_of
+from doc_blocks import KEPT, block_of
 
 from simkv.config.sim import GIB, SimConfig
 from simkv.engine.costs import build_cost_model
@@ -555,11 +555,13 @@ def main() -> None:
 
 
 def write_docs(text: str, out: Path) -> None:
-    """Write ``text`` to ``out``, keeping the marked block benchmarks/sim_vs_real.py wrote there."""
+    """Write ``text`` to ``out``, keeping the marked blocks the other benchmarks wrote there."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    kept = block_of(out.read_text(), SIM_VS_REAL) if out.exists() else None
-    if kept is not None:
-        text = text.rstrip() + "\n\n" + kept + "\n"
+    old = out.read_text() if out.exists() else ""
+    for name in KEPT:
+        kept = block_of(old, name)
+        if kept is not None:
+            text = text.rstrip() + "\n\n" + kept + "\n"
     out.write_text(text)
     print(f"wrote {out}")
 

@@ -28,7 +28,7 @@ def test_speed_writes_docs_only_when_asked(
 
 
 @pytest.mark.parametrize("write", [False, True])
-def test_fidelity_writes_docs_only_when_asked_and_keeps_sim_vs_real(
+def test_fidelity_writes_docs_only_when_asked_and_keeps_the_other_blocks(
     write: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fidelity = load_benchmark("fidelity")
@@ -37,7 +37,8 @@ def test_fidelity_writes_docs_only_when_asked_and_keeps_sim_vs_real(
     monkeypatch.setattr(fidelity, "render", lambda results, command, wall_s: "FIDELITY\n")
     out = tmp_path / "fidelity.md"
     doc_blocks = load_benchmark("doc_blocks")
-    out.write_text(doc_blocks.with_block("OLD\n", doc_blocks.SIM_VS_REAL, "REAL NUMBERS\n"))
+    old = doc_blocks.with_block("OLD\n", doc_blocks.SIM_VS_REAL, "REAL NUMBERS\n")
+    out.write_text(doc_blocks.with_block(old, doc_blocks.CPU_LIVE, "CPU NUMBERS\n"))
     before = out.read_text()
     argv = ["fidelity.py", "--out", str(out), *(["--write-docs"] if write else [])]
     monkeypatch.setattr(sys, "argv", argv)
@@ -45,10 +46,9 @@ def test_fidelity_writes_docs_only_when_asked_and_keeps_sim_vs_real(
     text = out.read_text()
     if write:
         assert text.startswith("FIDELITY") and "OLD" not in text
-        assert doc_blocks.block_of(text, doc_blocks.SIM_VS_REAL) == doc_blocks.block_of(
-            before, doc_blocks.SIM_VS_REAL
-        )
-        assert "REAL NUMBERS" in text
+        for name in (doc_blocks.SIM_VS_REAL, doc_blocks.CPU_LIVE):
+            assert doc_blocks.block_of(text, name) == doc_blocks.block_of(before, name)
+        assert "REAL NUMBERS" in text and "CPU NUMBERS" in text
     else:
         assert text == before
 

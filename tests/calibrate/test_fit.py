@@ -282,8 +282,13 @@ def test_run_fit_prior_splits_what_the_run_cannot() -> None:
 def test_plausibility_against_physical_and_fit_ranges() -> None:
     from simkv.calibrate.plausible import plausibility
 
-    assert plausibility("gemm_efficiency", 0.6) == (
-        True, "gemm_efficiency 0.6: within 0.4-0.8 of the tensor peak")  # fmt: skip
+    assert plausibility("gemm_efficiency", 0.7) == (
+        True, "gemm_efficiency 0.7: within 0.6-1 of the sustained matmul rate")  # fmt: skip
+    assert plausibility("gemm_efficiency", 0.5)[0] is False
+    defaults = RooflineCostConfig()
+    for knob in ("gemm_efficiency", "attention_efficiency", "kv_read_efficiency",
+                 "weight_read_efficiency"):  # fmt: skip
+        assert plausibility(knob, getattr(defaults, knob))[0], knob  # the kernel-level fits
     assert plausibility("weight_read_efficiency", 0.97)[0] is False  # above streaming's 93 %
     assert plausibility("step_overhead_ms", 4.0)[0] is True
     assert plausibility("step_overhead_ms", 500.0) == (

@@ -106,5 +106,5 @@ def test_no_text_overlaps_and_nothing_wider_than_the_page(
             found += [f"{where}: {p}" for p in page_problems(events)]
             found += [f"{where}: {hit}" for hit in json.loads(tab.value(OVERLAPS_JS))]
             found += [f"{where}: {hit}" for hit in json.loads(tab.value(OVERFLOWS_JS))]
-    assert len(pages) == len(CONFIGS) + 1 == 23
+    assert len(pages) == len(CONFIGS) + 1 == 25
     assert found == [], "\n".join(found)
