@@ -264,6 +264,7 @@ def _where_errors_come_from(runs: list[Run]) -> str:
     ratios = [r.step_ratio for r in runs]
     quiet = [r for r in runs if r.load < QUIET_LOAD and r.name != TRAIN]
     busy = [r for r in runs if r.load >= QUIET_LOAD and r.name != TRAIN]
+    predicted = [r for r in runs if r.name != TRAIN]
 
     def median(values: list[float]) -> float:
         ordered = sorted(values)
@@ -278,8 +279,8 @@ def _where_errors_come_from(runs: list[Run]) -> str:
         "slower machine turns into queueing, so TTFT errors grow far beyond the step error; the "
         'repeats below differ by as much. "At the run\'s speed" replays each run on the device '
         "slowed by its own ratio (every step priced exactly that factor longer): the median "
-        f"error falls from {median([r.calibrated.mean_abs_diff_pct for r in runs if r.name != TRAIN]):.1f} % "
-        f"to {median([r.at_speed.mean_abs_diff_pct for r in runs if r.name != TRAIN]):.1f} %. "
+        f"error falls from {median([r.calibrated.mean_abs_diff_pct for r in predicted]):.1f} % "
+        f"to {median([r.at_speed.mean_abs_diff_pct for r in predicted]):.1f} %. "
         f"On the {len(quiet)} runs served with the machine otherwise quiet (load < "
         f"{QUIET_LOAD:g}) it is {median([r.at_speed.mean_abs_diff_pct for r in quiet]):.1f} % "
         f"at their speed, on the {len(busy)} others "
