@@ -16,6 +16,8 @@ from typing import Any
 import matplotlib as mpl
 import pandas as pd
 
+from simkv.metrics.files import FrameFormat
+from simkv.metrics.trace import write_trace
 from simkv.outputs import write_file
 from simkv.report import figures as fg
 from simkv.report import fleet_figures as ff
@@ -35,10 +37,11 @@ from simkv.report.cache_figures import hit_split, prefix_cache_figure
 from simkv.report.compare_runs import render_comparison_report
 from simkv.report.conventions import Drawn, format_ms
 from simkv.report.run_folder import RunFolder, load_run
+from simkv.run import RunOutput, write_run
 
 __all__ = [
     "RunFolder", "format_ms", "load_run", "render_comparison_report", "render_run_report",
-    "write_run_report",
+    "write_run_folder", "write_run_report",
 ]  # fmt: skip
 
 REPORT_FILE = "report.html"
@@ -254,3 +257,16 @@ def write_run_report(run_dir: Path) -> Path:
     path = run_dir / REPORT_FILE
     write_file(path, render_run_report(run_dir))
     return path
+
+
+def write_run_folder(
+    result: RunOutput, folder: Path, fmt: FrameFormat = FrameFormat.parquet, trace: bool = False
+) -> list[Path]:
+    """A run folder as ``simkv run`` leaves it (and ``Run.report`` of the Python API): the
+    run's files (:func:`simkv.run.write_run`), ``trace.json`` when ``trace``, then
+    ``report.html`` rebuilt from those files; returns the paths written."""
+    paths = write_run(result, folder, fmt)
+    if trace:
+        paths.append(write_trace(folder, result.frames))
+    paths.append(write_run_report(folder))
+    return paths
