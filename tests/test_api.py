@@ -5,6 +5,8 @@ KV core's example in docs/prefix-and-forks.md)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +80,14 @@ def test_dir_lists_the_api_and_the_names_are_the_functions() -> None:
     from simkv.sweep import run_sweep  # the packages stay importable by name
 
     assert callable(run_sweep) and simkv.sweep.__module__ == "simkv.api.searches"
+
+
+def test_import_simkv_and_dir_load_nothing_else() -> None:
+    probe = ("import sys, simkv; dir(simkv); simkv.__version__\n"
+             "print(sorted(m for m in sys.modules if m.startswith('simkv')))")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, check=True, cwd=ROOT)  # fmt: skip
+    assert proc.stdout.strip() == "['simkv']", proc.stdout
 
 
 def quickstart_doc() -> dict[str, object]:

@@ -96,3 +96,6 @@ def test_compare_a_run_in_memory_as_its_folder(
     pd.testing.assert_frame_equal(from_folder.table, in_memory.table)
     assert from_folder.written == (Path("cmp/compare.html"), Path("cmp/compare.csv"))
     assert pd.read_csv("cmp/compare.csv")["metric"].tolist() == in_memory.table["metric"].tolist()
+    memory, folder = in_memory.detail.run, from_folder.detail.run  # the same run either way
+    assert (memory.config_text, memory.config) == (folder.config_text, folder.config)
+    assert memory.summary == folder.summary and memory.name == folder.name
