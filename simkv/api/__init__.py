@@ -8,8 +8,8 @@ frames and answers, writing files only when given a folder (``out=``).
     grid = simkv.sweep({"name": "bs", "base": "configs/quickstart.yaml",
                         "grid": {"kv_cache.block_size": [16, 32]}})
     grid.table; grid.summary                                       # sweep.parquet, headline
-    simkv.capacity("configs/quickstart.yaml", rate_max=8).answer   # capacity.json
-    simkv.compare(run, measured="path/to/measured").table         # simkv compare
+    simkv.capacity("configs/quickstart.yaml", workload__limit=500).answer  # capacity.json
+    simkv.compare(run, measured="measured.csv").table      # simkv compare, Diff% per metric
 
 Config overrides are keyword arguments named by the key path with ``__`` for each dot
 (``kv_cache__block_size=32`` is ``--set kv_cache.block_size=32``); values are Python values.

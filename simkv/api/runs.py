@@ -136,9 +136,8 @@ def compare(
     )
     from simkv.report.run_folder import run_folder_of
 
-    if isinstance(run, RunOutput):
-        name = Path("reports") / run.config.name
-        cmp = compare_run(run_folder_of(run, name), Path(measured))
+    if isinstance(run, RunOutput):  # the page names the run's folder: it has none
+        cmp = compare_run(run_folder_of(run, Path("<in memory>")), Path(measured))
     else:
         cmp = compare_with_measured(Path(run), Path(measured))
     written: tuple[Path, ...] = ()
