@@ -11,7 +11,7 @@ always renders to the same bytes. Several runs side by side: :mod:`simkv.report.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib as mpl
 import pandas as pd
@@ -37,7 +37,9 @@ from simkv.report.cache_figures import hit_split, prefix_cache_figure
 from simkv.report.compare_runs import render_comparison_report
 from simkv.report.conventions import Drawn, format_ms
 from simkv.report.run_folder import RunFolder, load_run
-from simkv.run import RunOutput, write_run
+
+if TYPE_CHECKING:
+    from simkv.run import RunOutput
 
 __all__ = [
     "RunFolder", "format_ms", "load_run", "render_comparison_report", "render_run_report",
@@ -265,6 +267,8 @@ def write_run_folder(
     """A run folder as ``simkv run`` leaves it (and ``Run.report`` of the Python API): the
     run's files (:func:`simkv.run.write_run`), ``trace.json`` when ``trace``, then
     ``report.html`` rebuilt from those files; returns the paths written."""
+    from simkv.run import write_run  # the engine stack: a report rebuilt from files needs none
+
     paths = write_run(result, folder, fmt)
     if trace:
         paths.append(write_trace(folder, result.frames))
