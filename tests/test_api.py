@@ -149,3 +149,15 @@ def test_report_writes_the_folder_simkv_run_writes(
         assert (tmp_path / "cli" / name).read_bytes() == (page.parent / name).read_bytes(), name
     with pytest.raises(InputError, match="give another --out"):
         run.report("cli/requests.parquet")  # a file is no run folder
+
+
+def test_a_mappings_profile_resolves_against_base_dir(tmp_path: Path) -> None:
+    from simkv.api.runs import resolve_config
+    from simkv.config.profile import read_profile
+
+    doc = {**quickstart_doc(), "cost_model": {"profile": "measured/profiles/host_prior.yaml"}}
+    cfg, where = resolve_config(doc, QUICKSTART.parent, {})
+    profile = read_profile(QUICKSTART.parent / "measured" / "profiles" / "host_prior.yaml")
+    assert where == QUICKSTART.parent and cfg.cost_model == profile
+    with pytest.raises(InputError, match=r"^cost_model\.profile: no such profile"):
+        resolve_config(doc, tmp_path, {})
