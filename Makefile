@@ -13,17 +13,35 @@ VREFSTAMP = $(VREF)/.installed
 REFDIR    = tests/vllm_reference/fixtures
 REFTOOL   = $(BIN)/python -m tools.vllm_reference.conformance
 
-.PHONY: demo waste test fuzz readme bench install clean vllm-reference conformance cpu-live
+.PHONY: demo waste test browser fuzz readme bench install clean vllm-reference conformance \
+	cpu-live
 
+# pip runs without --quiet: a first install downloads for a minute or two, and its progress
+# shows; each step says what it does first.
 $(STAMP): pyproject.toml
+	@echo "== 1/3 creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	@echo "== 2/3 upgrading pip"
+	$(BIN)/pip install --upgrade pip
+	@echo "== 3/3 installing simkv from this clone (pip install -e .)"
+	$(BIN)/pip install -e .
 	touch $(STAMP)
 
 $(TESTSTAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[test,ray]'
+	@echo "== installing the test and ray extras (pip install -e '.[test,ray]')"
+	$(BIN)/pip install -e '.[test,ray]'
 	touch $(TESTSTAMP)
+
+# The browser layout tests drive a headless Chromium (tests/report/chromium.py); they cannot
+# install it (a system package), so without one this says so before the tests start. They
+# are skipped then, and fail instead when CI is set (.ci/run sets it and installs chromium).
+CHROMIUM ?= $(or $(SIMKV_CHROMIUM),/usr/bin/chromium)
+browser:
+	@if [ -x "$(CHROMIUM)" ]; then echo "== browser tests use $(CHROMIUM)"; else \
+	  echo "== NOTE: the browser layout tests need Chromium and $(CHROMIUM) is missing:"; \
+	  echo "==       install it (Debian/Ubuntu: sudo apt-get install chromium) or point"; \
+	  echo "==       SIMKV_CHROMIUM at one. Without it they are SKIPPED (listed at the end);"; \
+	  echo "==       with CI=1 they FAIL instead."; fi
 
 install: $(STAMP)
 
@@ -36,7 +54,7 @@ waste: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_speed.py
 
-test: $(TESTSTAMP)
+test: $(TESTSTAMP) browser
 	$(BIN)/ruff check simkv tests benchmarks tools
 	$(BIN)/pytest -n 2
 

@@ -22,3 +22,14 @@ def test_help_imports_no_heavy_module() -> None:
     proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                           timeout=120, check=True)  # fmt: skip
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+def test_the_report_stack_loads_no_engine() -> None:
+    """``simkv report`` and ``simkv compare`` rebuild pages from files: no simulation code."""
+    probe = (
+        "import sys, simkv.report.run_report, simkv.report.compare_real\n"
+        "print(sorted(m for m in ('simkv.run', 'simkv.engine', 'simpy') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert proc.stdout.strip() == "[]", proc.stdout

@@ -276,6 +276,12 @@ def rate_answer(
     }  # fmt: skip
 
 
+def check_min_good(share: float | None, field: str = "--min-good") -> None:
+    """:class:`InputError` at a floor on the share of good requests outside (0, 1]."""
+    if share is not None and not 0 < share <= 1:
+        raise InputError(f"expected a share in (0, 1], got {share:g}", field=field)
+
+
 def find_capacity(
     config: Path, sets: list[str], out: Path, opts: CapacityOptions,
     on_round: RoundFn | None = None,

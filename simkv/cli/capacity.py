@@ -71,9 +71,8 @@ def capacity(
     """Find the highest offered rate meeting the config's SLOs (p99 of each set objective);
     with --at-rate, the fewest replicas meeting them at that rate; with --options too, the
     cheapest fleet among the options."""
-    from simkv.capacity.run import CapacityOptions, find_capacity
+    from simkv.capacity.run import CapacityOptions, check_min_good, find_capacity
     from simkv.capacity.search import expected_simulations
-    from simkv.errors import InputError
     from simkv.outputs import Kind, new_output
     from simkv.progress import stderr_rounds
     from simkv.report.sweep_report import write_sweep_report
@@ -100,8 +99,7 @@ def capacity(
         fleet_capacity(ctx, config, set_ or [], counts, options, out, force)
         return
     with input_errors(ctx):
-        if min_good is not None and not 0 < min_good <= 1:
-            raise InputError(f"expected a share in (0, 1], got {min_good:g}", field="--min-good")
+        check_min_good(min_good)
         name = load_config(config, set_ or []).name
         out_dir = out or Path("reports") / f"{name}-capacity"
         opts = CapacityOptions(

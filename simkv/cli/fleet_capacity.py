@@ -27,17 +27,15 @@ def fleet_capacity(
     """Run the count search (or one per option), write the folder and its reports, print."""
     from simkv.capacity.count import expected_count_simulations
     from simkv.capacity.replicas import check_options, find_cheapest, find_min_count
+    from simkv.capacity.run import check_min_good
     from simkv.config.fleet_options import load_fleet_options
-    from simkv.errors import InputError
     from simkv.outputs import Kind, new_output
     from simkv.progress import stderr_rounds
     from simkv.report.sweep_report import write_sweep_report
     from simkv.run import load_config
 
     with input_errors(ctx):
-        floor = opts.min_good_fraction
-        if floor is not None and not 0 < floor <= 1:
-            raise InputError(f"expected a share in (0, 1], got {floor:g}", field="--min-good")
+        check_min_good(opts.min_good_fraction)
         options = None if options_file is None else load_fleet_options(options_file)
         name = load_config(config, sets).name
         if options is not None and options_file is not None:

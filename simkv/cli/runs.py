@@ -74,7 +74,7 @@ def run(
     """Simulate one config; write frames, summary, resolved config and report.html."""
     from simkv.outputs import Kind, new_output
     from simkv.progress import stderr_status
-    from simkv.run import load_config, write_run
+    from simkv.run import load_config
 
     with input_errors(ctx):
         qs = _percentiles(percentiles)
@@ -83,13 +83,10 @@ def run(
         with _interrupted(out_dir), new_output(out_dir, Kind.RUN, force=force) as staging:
             work = staging.path
             result = _simulate(config, set_ or [], cfg, check, qs)
-            from simkv.report.run_report import write_run_report  # the report stack, only now
+            from simkv.report.run_report import write_run_folder  # the report stack, only now
 
             with stderr_status(f"writing {out_dir}: frames, summary and report.html"):
-                paths = write_run(result, work, fmt)
-                if trace:
-                    paths.append(_write_trace(work, result.frames))
-                paths.append(write_run_report(work))
+                paths = write_run_folder(result, work, fmt, trace)
     _print_summary(result.summary, f"{cfg.name}: {result.wall_s:.2f} s wall", cfg)
     for path in paths:
         typer.echo(f"wrote {out_dir / path.relative_to(work)}")

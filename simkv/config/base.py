@@ -6,6 +6,7 @@ through :func:`load_yaml` so that a validation error names ``file:line key.path`
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 from pathlib import Path
@@ -54,7 +55,8 @@ class YamlDoc:
 
     ``set_paths`` holds the key paths that ``--set`` items wrote (see
     :func:`simkv.config.sim.apply_overrides`): an error there is blamed on ``--set``, not on a
-    line of the file.
+    line of the file. Relative paths in the document resolve against ``base_dir``: the file's
+    folder unless given (a mapping built in Python, :func:`mapping_doc`, has no file).
     """
 
     def __init__(
@@ -63,11 +65,13 @@ class YamlDoc:
         lines: dict[KeyPath, int],
         file: str,
         set_paths: set[KeyPath] | None = None,
+        base_dir: Path | None = None,
     ) -> None:
         self.data = data
         self.lines = lines
         self.file = file
         self.set_paths = set_paths if set_paths is not None else set()
+        self.base_dir = base_dir if base_dir is not None else Path(file).parent
 
     def line_of(self, path: KeyPath) -> int | None:
         """Line of ``path`` or of its nearest ancestor that has one."""
@@ -135,6 +139,13 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
     if node is not None:
         _index_lines(node, (), lines)
     return YamlDoc({} if data is None else data, lines, file)
+
+
+def mapping_doc(data: dict[str, Any], base_dir: Path, label: str = "") -> YamlDoc:
+    """A document of a mapping built in Python (a deep copy: loading changes it in place), its
+    relative paths resolved against ``base_dir``. It has no lines; its errors are labelled
+    ``label`` (none by default: they name the key path alone)."""
+    return YamlDoc(copy.deepcopy(data), {}, label, base_dir=base_dir)
 
 
 def load_yaml(path: str | Path) -> YamlDoc:

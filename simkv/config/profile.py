@@ -55,7 +55,7 @@ def expand_profile(doc: YamlDoc) -> None:
     name, key = section["profile"], ("cost_model", "profile")
     if not isinstance(name, str) or not name:
         raise doc.error_at(key, "expected the path of a calibration profile")
-    path = Path(doc.file).parent / name
+    path = doc.base_dir / name
     if not path.is_file():
         raise doc.error_at(key, f"no such profile: {path}")
     profile = read_profile(path).model_dump(mode="json")

@@ -38,7 +38,8 @@ from simkv.errors import InputError, all_of
 
 __all__ = [
     "GIB", "KVCacheConfig", "ParallelConfig", "SLOConfig", "SimConfig", "apply_overrides",
-    "apply_overrides_all", "dump_resolved", "located_in", "read_config", "rule_errors",
+    "apply_overrides_all", "config_from_doc", "dump_resolved", "located_in", "read_config",
+    "rule_errors",
 ]  # fmt: skip
 
 
@@ -188,9 +189,18 @@ def read_config(
     ``cost_model: {profile: ...}`` is replaced by the calibration profile's values
     (:func:`simkv.config.profile.expand_profile`). Every error comes at once, one a line.
     """
-    doc = load_yaml(path)
+    return config_from_doc(load_yaml(path), overrides, prepare)
+
+
+def config_from_doc(
+    doc: YamlDoc,
+    overrides: list[str] | None = None,
+    prepare: Sequence[Callable[[YamlDoc], object]] = (),
+) -> SimConfig:
+    """:func:`read_config` of a parsed document (a file's, or a mapping's:
+    :func:`simkv.config.base.mapping_doc`); changes ``doc`` in place."""
     if not isinstance(doc.data, dict):
-        raise InputError("a run config must be a mapping", file=path, line=1)
+        raise InputError("a run config must be a mapping", file=doc.file or None, line=1)
     errors = apply_overrides_all(doc, overrides or [])
     for step in prepare:
         try:

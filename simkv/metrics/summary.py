@@ -10,9 +10,9 @@ end, first tokens at ``first_token_s``), as vLLM's benchmark bins them; ``max_co
 is the most requests in the system (arrival to leaving) at any instant (the peak concurrency).
 ``offered_requests_per_s`` and ``arrival_cv`` describe the arrivals (see :func:`_arrivals`);
 the ``slo_`` keys are the SLO verdict of :func:`simkv.metrics.slo.verdict`.
-``duration_s`` runs from the first arrival to the last completion. TPOT of a request is
-``(e2el - ttft) / (output_tokens - 1)`` for requests with more than one output token (per
-sequence for multi-sequence requests). ITL
+``duration_s`` runs from the first arrival to the last completion. TTFT, TPOT and E2EL of each
+finished request are :func:`simkv.metrics.latency.request_latencies` (TPOT only for requests
+with more than one output token per sequence). ITL
 percentiles are over every inter-token gap (weighted samples, see :mod:`simkv.metrics.recorder`).
 Memory figures are time-weighted by step duration. ``mean_fork_saving`` is
 ``1 - Σ fork_blocks / Σ fork_blocks_independent`` over steps (duration-weighted): the share of
@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from simkv.config.sections import GIB, SLOConfig
+from simkv.metrics.latency import request_latencies
 from simkv.metrics.recorder import RunFrames
 from simkv.metrics.slo import verdict
 from simkv.metrics.text import percentile_label
@@ -185,10 +186,8 @@ def summarize(
     out = _counts(req, done)
     duration = out["duration_s"] or 0.0
     rate = 1.0 / duration if duration > 0 else 0.0
-    ttft_ms = (done["first_token_s"] - done["arrival_s"]) * 1e3
-    per_seq = done["generated_tokens"] / done["num_seqs"]  # a sequence's own output tokens
-    tpot_ms = (done["finish_s"] - done["first_token_s"]) * 1e3 / (per_seq - 1)
-    tpot_ms = tpot_ms.where(per_seq > 1)
+    latency = request_latencies(done)  # simkv.metrics.latency: the one definition
+    ttft_ms, tpot_ms = latency["ttft_ms"], latency["tpot_ms"]
     out["request_throughput"] = len(done) * rate
     out["output_throughput"] = float(done["generated_tokens"].sum()) * rate
     out["total_token_throughput"] = (
@@ -201,8 +200,7 @@ def summarize(
     latency_stats("ttft", ttft_ms.to_numpy(), out, percentiles)
     latency_stats("tpot", tpot_ms.dropna().to_numpy(), out, percentiles)
     _itl_stats(frames.itl, out, percentiles)
-    e2el_ms = ((done["finish_s"] - done["arrival_s"]) * 1e3).to_numpy()
-    latency_stats("e2el", e2el_ms, out, percentiles)
+    latency_stats("e2el", latency["e2el_ms"].to_numpy(), out, percentiles)
     queue_ms = ((done["first_scheduled_s"] - done["arrival_s"]) * 1e3).to_numpy()
     out["mean_queue_ms"] = float(queue_ms.mean()) if len(queue_ms) else None
     out["num_steps"] = len(steps)
@@ -212,7 +210,7 @@ def summarize(
     _memory_stats(steps, total_blocks, out)
     _prefix_stats(req, steps, out)
     out["mean_fork_saving"] = _fork_saving(steps)
-    latencies = {"ttft_ms": ttft_ms.to_numpy(), "tpot_ms": tpot_ms.to_numpy(), "e2el_ms": e2el_ms}
+    latencies = {key: latency[key].to_numpy() for key in ("ttft_ms", "tpot_ms", "e2el_ms")}
     out.update(verdict(out, latencies, slo))  # type: ignore[arg-type]
     return finite_or_none(out)
 

@@ -66,7 +66,12 @@ def compare_with_measured(run_dir: Path, measured_path: Path) -> RealComparison:
     folder or file, and when the run is not a replay of the measurement."""
     if not run_dir.is_dir():
         raise InputError("no such run folder", file=run_dir)
-    run = load_run(run_dir)
+    return compare_run(load_run(run_dir), measured_path)
+
+
+def compare_run(run: RunFolder, measured_path: Path) -> RealComparison:
+    """:func:`compare_with_measured` of a run already read (or built in memory:
+    :func:`simkv.report.run_folder.run_folder_of`)."""
     measured = read_measured_run(measured_path)
     simulated = simulated_request_frame(run.frames.requests)
     itl = run.frames.itl
@@ -111,12 +116,17 @@ def headline_text(validation: Validation) -> str:
     return f"Mean abs. Diff% {shown} {headline_scope(validation)}"
 
 
-def write_csv(validation: Validation, path: Path) -> Path:
-    """``metric, measured, simulated, diff_pct`` per row (empty where missing); returns path."""
-    frame = pd.DataFrame(
+def validation_frame(validation: Validation) -> pd.DataFrame:
+    """``metric, measured, simulated, diff_pct`` per row (NaN where missing)."""
+    return pd.DataFrame(
         [(r.key, r.measured, r.simulated, r.diff_pct) for r in validation.rows],
         columns=["metric", "measured", "simulated", "diff_pct"],
     )
+
+
+def write_csv(validation: Validation, path: Path) -> Path:
+    """:func:`validation_frame` as CSV (empty where missing); returns path."""
+    frame = validation_frame(validation)
     return write_file(path, lambda handle: frame.to_csv(handle, index=False, float_format="%.17g"))
 
 

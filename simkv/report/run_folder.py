@@ -13,17 +13,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import yaml
 
+from simkv.config.sim import dump_resolved
 from simkv.errors import InputError
 from simkv.metrics.files import FRAME_NAMES, frame_path, read_table
 from simkv.metrics.recorder import STEP_COLUMNS, RunFrames
 from simkv.metrics.slo import SLO_KEYS, slo_name
 from simkv.text import parse_json
+
+if TYPE_CHECKING:
+    from simkv.run import RunOutput
 
 RUN_FILES = ("summary.json", "config.resolved.yaml")  # and the frames, Parquet or CSV
 _REQUEST_COLUMNS = ("arrival_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens",
@@ -130,3 +134,12 @@ def _read_replicas(path: Path) -> pd.DataFrame:
         if values is None or not np.isfinite(values.to_numpy(np.float64)).all():
             raise InputError(f"damaged run file: {column} missing or not a number", file=path)
     return table
+
+
+def run_folder_of(out: RunOutput, path: Path) -> RunFolder:
+    """A run held in memory as :func:`load_run` would read it back from its folder ``path``
+    (which need not exist): the same resolved config text, summary file and frames."""
+    from simkv.run.simulate import file_summary  # the engine stack, only for a live run
+
+    text = dump_resolved(out.config)
+    return RunFolder(path, text, yaml.safe_load(text), file_summary(out), out.frames, out.replicas)

@@ -11,12 +11,14 @@ always renders to the same bytes. Several runs side by side: :mod:`simkv.report.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib as mpl
 import pandas as pd
 
+from simkv.metrics.files import FrameFormat
 from simkv.metrics.slo import SLO_KEYS, slo_name
+from simkv.metrics.trace import write_trace
 from simkv.outputs import write_file
 from simkv.report import figures as fg
 from simkv.report import fleet_figures as ff
@@ -38,9 +40,12 @@ from simkv.report.conventions import Drawn, format_ms
 from simkv.report.run_folder import RunFolder, load_run
 from simkv.report.verdict import verdict_lines
 
+if TYPE_CHECKING:
+    from simkv.run import RunOutput
+
 __all__ = [
     "RunFolder", "format_ms", "load_run", "render_comparison_report", "render_run_report",
-    "write_run_report",
+    "write_run_folder", "write_run_report",
 ]  # fmt: skip
 
 REPORT_FILE = "report.html"
@@ -257,3 +262,18 @@ def write_run_report(run_dir: Path) -> Path:
     path = run_dir / REPORT_FILE
     write_file(path, render_run_report(run_dir))
     return path
+
+
+def write_run_folder(
+    result: RunOutput, folder: Path, fmt: FrameFormat = FrameFormat.parquet, trace: bool = False
+) -> list[Path]:
+    """A run folder as ``simkv run`` leaves it (and ``Run.report`` of the Python API): the
+    run's files (:func:`simkv.run.write_run`), ``trace.json`` when ``trace``, then
+    ``report.html`` rebuilt from those files; returns the paths written."""
+    from simkv.run import write_run  # the engine stack: a report rebuilt from files needs none
+
+    paths = write_run(result, folder, fmt)
+    if trace:
+        paths.append(write_trace(folder, result.frames))
+    paths.append(write_run_report(folder))
+    return paths

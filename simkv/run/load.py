@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from simkv.config.base import YamlDoc
+from simkv.config.base import YamlDoc, mapping_doc
 from simkv.config.overrides import is_set, parent_of
 from simkv.config.policy import traits_of
-from simkv.config.sim import SimConfig, read_config
+from simkv.config.sim import SimConfig, config_from_doc, read_config
 from simkv.measured import check_single_engine, engine_overrides, read_engine_settings
 
 
@@ -23,7 +23,7 @@ def _measured_path(doc: YamlDoc) -> Path | None:
     path = workload.get("path")
     if workload.get("engine_settings", True) is not True or not isinstance(path, str):
         return None  # validation reports a bad flag or path
-    resolved = Path(doc.file).parent / path
+    resolved = doc.base_dir / path
     if not resolved.exists():
         raise doc.error_at(("workload", "path"), f"no such file or folder: {resolved}")
     return resolved
@@ -83,3 +83,12 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> SimConf
     (:func:`apply_measured_engine`). Errors are :class:`~simkv.errors.InputError` (file:line),
     every one at once."""
     return read_config(path, overrides, prepare=(apply_measured_engine,))
+
+
+def config_of_mapping(
+    data: dict[str, Any], base_dir: Path, overrides: list[str] | None = None
+) -> SimConfig:
+    """:func:`load_config` of a parsed config document built in Python: its relative paths
+    resolve against ``base_dir``; its errors name the key path (it has no file or lines)."""
+    doc = mapping_doc(data, base_dir)
+    return config_from_doc(doc, overrides, prepare=(apply_measured_engine,))

@@ -20,6 +20,7 @@ from simkv.engine.capacity import KVSizing
 from simkv.engine.engine import ProgressFn
 from simkv.metrics.files import FrameFormat, write_frames
 from simkv.metrics.fleet import combine, fleet_summary
+from simkv.metrics.latency import request_latencies
 from simkv.metrics.recorder import RunFrames
 from simkv.metrics.summary import DEFAULT_PERCENTILES, summarize
 from simkv.outputs import make_folder, write_file
@@ -54,6 +55,13 @@ class RunOutput:
     def itl(self) -> pd.DataFrame:
         """Inter-token latencies as weighted samples ``(itl_s, count)``."""
         return self.frames.itl
+
+    @property
+    def latencies(self) -> pd.DataFrame:
+        """``ttft_ms``, ``tpot_ms`` and ``e2el_ms`` of each request (the index of
+        :attr:`requests`; NaN where undefined), as the summary computes them
+        (:func:`simkv.metrics.latency.request_latencies`)."""
+        return request_latencies(self.frames.requests)
 
 
 def build(
@@ -129,6 +137,17 @@ def simulate(
     return outputs(cfg, run, percentiles, time.perf_counter() - started)
 
 
+def file_summary(out: RunOutput) -> dict[str, float | None]:
+    """The run's ``summary.json``: its summary and the KV pool's sizing."""
+    sizing = {
+        "kv_num_blocks": out.sizing.num_blocks,
+        "kv_block_bytes": out.sizing.block_bytes,
+        "kv_swap_blocks": out.sizing.swap_blocks,
+        "kv_token_slots": out.sizing.token_slots,
+    }
+    return {**out.summary, **sizing}
+
+
 def write_run(out: RunOutput, out_dir: Path, fmt: FrameFormat = FrameFormat.parquet) -> list[Path]:
     """Write the run's files into ``out_dir`` (frames as ``fmt``), each atomically
     (:func:`simkv.outputs.write_file`); returns the paths written."""
@@ -142,13 +161,7 @@ def write_run(out: RunOutput, out_dir: Path, fmt: FrameFormat = FrameFormat.parq
         "summary": out_dir / "summary.json",
         "config": out_dir / "config.resolved.yaml",
     }
-    sizing = {
-        "kv_num_blocks": out.sizing.num_blocks,
-        "kv_block_bytes": out.sizing.block_bytes,
-        "kv_swap_blocks": out.sizing.swap_blocks,
-        "kv_token_slots": out.sizing.token_slots,
-    }
-    summary = json.dumps({**out.summary, **sizing}, indent=2, allow_nan=False)  # valid JSON only
+    summary = json.dumps(file_summary(out), indent=2, allow_nan=False)  # valid JSON only
     write_file(paths["summary"], summary + "\n")
     if out.replicas is not None:
         paths["replicas"] = out_dir / "replicas.json"

@@ -68,7 +68,7 @@ def load_base(base: str | dict[str, Any], overrides: list[str], doc: YamlDoc) ->
     """The sweep's ``base`` (a run config file relative to the sweep file ``doc``, or a mapping
     inline) with its ``overrides``, and the directory the runs' relative paths resolve
     against."""
-    sweep_dir = Path(doc.file).parent
+    sweep_dir = doc.base_dir
     lines: dict[KeyPath, int] = {}
     if isinstance(base, dict):
         data, base_doc, base_dir = copy.deepcopy(base), None, sweep_dir

@@ -253,7 +253,7 @@ def _previous_timings(path: Path) -> dict[str, float]:
 
 
 def run_sweep(
-    sweep_path: str | Path,
+    sweep_path: str | Path | SweepPlan,
     out_dir: str | Path | None = None,
     *,
     executor: str = "serial",
@@ -263,7 +263,8 @@ def run_sweep(
     progress: ProgressFn | None = None,
     run_timeout_s: float | None = None,
 ) -> SweepResult:
-    """Run every point of a sweep file; each run's folder is written as soon as it finishes.
+    """Run every point of a sweep file (or of a loaded plan); each run's folder is written as
+    soon as it finishes.
 
     ``resume`` skips runs whose folder is complete for the same config. ``progress(done,
     total)`` is called once before the first run (done = runs skipped) and after each run.
@@ -272,7 +273,7 @@ def run_sweep(
     past ``run_timeout_s`` (else the sweep file's ``run_timeout_s``) is recorded as failed.
     """
     started = time.perf_counter()
-    plan = load_sweep(sweep_path)
+    plan = sweep_path if isinstance(sweep_path, SweepPlan) else load_sweep(sweep_path)
     out = Path(out_dir) if out_dir is not None else default_out_dir(plan)
     pool = make_executor(executor, jobs=jobs, ray_address=ray_address)
     runs_dir = out / "runs"

@@ -182,9 +182,15 @@ def _plan_run(
 
 def load_sweep(path: str | Path) -> SweepPlan:
     """Read, validate and expand a sweep file; every error is an :class:`InputError`."""
-    doc = load_yaml(path)
+    return plan_sweep(load_yaml(path), Path(path))
+
+
+def plan_sweep(doc: YamlDoc, file: Path) -> SweepPlan:
+    """Validate and expand a parsed sweep document (a file's, or a mapping's:
+    :func:`simkv.config.base.mapping_doc`, whose ``base`` path is relative to its
+    ``base_dir``); every error is an :class:`InputError`."""
     if not isinstance(doc.data, dict):
-        raise InputError("a sweep file must be a mapping", file=doc.file, line=1)
+        raise InputError("a sweep file must be a mapping", file=doc.file or None, line=1)
     spec = validate(SweepSpec, doc)
     _check_keys(spec, doc)
     _check_zip(spec, doc)
@@ -202,4 +208,4 @@ def load_sweep(path: str | Path) -> SweepPlan:
             )  # fmt: skip
         runs[run.run_id] = run
     axes = ((VARIANT_AXIS,) if spec.variants else ()) + tuple(spec.grid) + tuple(spec.zipped)
-    return SweepPlan(spec, Path(path), base_dir, axes, tuple(runs.values()))
+    return SweepPlan(spec, file, base_dir, axes, tuple(runs.values()))
