@@ -68,6 +68,20 @@ class CacheCurve:
         row = int(np.searchsorted(capacities, capacity_blocks, side="right")) - 1
         return self.table.iloc[max(row, 0)]
 
+    def sampled(self, max_rows: int) -> pd.DataFrame:
+        """``table`` when it has at most ``max_rows`` rows, else the curve at about
+        ``max_rows`` capacities: 0, then whole numbers of blocks on a geometric grid up to the
+        last row's capacity (each row exact at its capacity; the steps between rows left out)."""
+        if len(self.table) <= max_rows:
+            return self.table
+        last = int(self.table["capacity_blocks"].iloc[-1])
+        grid = np.unique(np.rint(np.geomspace(1, last, max_rows - 1)).astype(np.int64))
+        capacities = self.table["capacity_blocks"].to_numpy()
+        rows = np.searchsorted(capacities, grid, side="right") - 1
+        sampled = self.table.iloc[np.concatenate(([0], rows))].reset_index(drop=True)
+        sampled["capacity_blocks"] = np.concatenate(([0], grid))
+        return sampled
+
     @property
     def max_hit_rate(self) -> float:
         """The hit rate of a cache that never evicts."""
