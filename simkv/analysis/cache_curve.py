@@ -19,7 +19,11 @@ hashing rule), here through its vectorised twin :func:`simkv.workload.block_ids.
 The cache holds ``C`` blocks and evicts the least recently used. Because LRU is a stack
 algorithm, one pass of stack distances (:mod:`simkv.analysis.stack_distance`) gives the hits of
 every ``C``: request ``r`` hits its leading block ``j`` at capacity ``C`` exactly when
-``max(d_0 … d_j) ≤ C``, ``d_i`` the stack distance of its block ``i`` when it arrives.
+``max(d_0 … d_j) ≤ C``, ``d_i`` the stack distance of its block ``i`` when it arrives. Under
+the tail-first order that maximum is ``d_j`` itself: whenever block ``j`` of a prefix was used,
+blocks ``0 … j - 1`` of the same prefix were used after it (keys are chained), so distances
+never decrease along a request (:func:`_reach` checks it), and an LRU cache of any size holds
+a prefix of a request's blocks, never a block without the ones before it.
 
 **Against a running engine**: an engine's cache is smaller than its pool by the blocks running
 requests hold, requests overlap (a request cannot hit blocks a concurrent one is still
@@ -37,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from simkv.analysis.stack_distance import grouped_stack_distances
+from simkv.kv.errors import InvariantViolation
 from simkv.workload.block_ids import block_ids
 from simkv.workload.content import PromptContent
 
@@ -88,14 +93,17 @@ class CacheCurve:
         return float(self.table["hit_rate"].iloc[-1])
 
 
-def _first_misses(distance: np.ndarray, counts: np.ndarray, never: int) -> np.ndarray:
-    """Per block, the capacity from which it and every block before it in its request hit:
-    the running maximum of the distances within each request (``counts[i]`` blocks of request
-    ``i`` in order; a never-seen block, distance 0, counts as ``never``)."""
-    d = np.where(distance > 0, distance, never)
-    request = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-    shifted = request * (never + 1) + d  # later requests lie above: the maximum restarts
-    return np.maximum.accumulate(shifted) - request * (never + 1) if len(d) else d
+def _reach(distance: np.ndarray, counts: np.ndarray, never: int) -> np.ndarray:
+    """Per block, the capacity from which it and every block before it in its request hit
+    (``counts[i]`` blocks of request ``i`` in order; a never-seen block, distance 0, hits
+    from ``never``): its distance, as distances never decrease along a request (the module
+    docstring; :class:`InvariantViolation` otherwise)."""
+    reach = np.where(distance > 0, distance, never)
+    inside = np.ones(len(reach), bool)  # whether block k follows a block of its own request
+    inside[np.cumsum(counts[counts > 0])[:-1]] = False
+    if len(reach) and np.any(np.diff(reach)[inside[1:]] < 0):
+        raise InvariantViolation("a request hits a block without the blocks before it")
+    return reach
 
 
 def prefix_cache_curve(content: PromptContent, block_size: int) -> CacheCurve:
@@ -113,7 +121,7 @@ def prefix_cache_curve(content: PromptContent, block_size: int) -> CacheCurve:
     keys[access] = blocks.ids
     distance = grouped_stack_distances(keys, blocks.starts[request])[access]
     looked = j < lookup[request]
-    reach = _first_misses(distance[looked], lookup, len(distance) + 1)
+    reach = _reach(distance[looked], lookup, len(distance) + 1)
     lookup_starts = np.cumsum(lookup) - lookup
     first = reach[lookup_starts[lookup > 0]]
     return _curve(block_size, prompt, reach, first, len(distance), int((distance == 0).sum()))
