@@ -43,19 +43,21 @@ def count_less(
     their bit and moves every query's range into the half that still agrees with its threshold,
     counting the half below it on the way. Only the current level is ever held.
     """
-    values = np.asarray(values, np.int64)
-    lo, hi = np.asarray(lo, np.int64).copy(), np.asarray(hi, np.int64).copy()
+    n = len(values)
+    index = np.int32 if n < 2**31 - 1 else np.int64  # positions: half the memory traffic
+    lo, hi = np.asarray(lo, index).copy(), np.asarray(hi, index).copy()
     threshold = np.asarray(threshold, np.int64)
-    if np.any(lo > hi) or (len(lo) and (lo.min() < 0 or hi.max() > len(values))):
+    if np.any(lo > hi) or (len(lo) and (lo.min() < 0 or hi.max() > n)):
         raise ValueError("query ranges must satisfy 0 <= lo <= hi <= len(values)")
     found = np.zeros(len(lo), np.int64)
-    top = max(int(values.max(initial=0)), int(threshold.max(initial=0)))
-    zeros = np.zeros(len(values) + 1, np.int64)
+    top = max(int(np.max(values, initial=0)), int(threshold.max(initial=0)))
+    values = np.asarray(values, np.int32 if top < 2**31 else np.int64)
+    zeros = np.zeros(n + 1, index)
     for bit in range(top.bit_length() - 1, -1, -1):
-        ones = ((values >> bit) & 1).astype(bool)
+        ones = (values & (1 << bit)) != 0
         np.cumsum(~ones, out=zeros[1:])
-        below, z_lo, z_hi = int(zeros[-1]), zeros[lo], zeros[hi]
-        up = ((threshold >> bit) & 1).astype(bool)
+        below, z_lo, z_hi = zeros[-1], zeros[lo], zeros[hi]
+        up = (threshold & (1 << bit)) != 0
         found += np.where(up, z_hi - z_lo, 0)
         lo = np.where(up, below + lo - z_lo, z_lo)
         hi = np.where(up, below + hi - z_hi, z_hi)
@@ -78,6 +80,9 @@ def grouped_stack_distances(keys: np.ndarray, group_start: np.ndarray) -> np.nda
     if np.any(prev >= group_start):
         raise InvariantViolation("a key appears twice in one group of accesses")
     seen = np.flatnonzero(prev >= 0)
+    # queries in order of their range's start: the counts' gathers then read memory mostly in
+    # order (several times faster than at random on millions of accesses)
+    seen = seen[np.argsort(prev[seen], kind="stable")]
     p = prev[seen]
     distance = np.zeros(len(keys), np.int64)
     distance[seen] = 1 + count_less(prev + 1, p + 1, group_start[seen], p + 1)
