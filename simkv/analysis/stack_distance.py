@@ -81,7 +81,7 @@ def grouped_stack_distances(keys: np.ndarray, group_start: np.ndarray) -> np.nda
         raise InvariantViolation("a key appears twice in one group of accesses")
     seen = np.flatnonzero(prev >= 0)
     # queries in order of their range's start: the counts' gathers then read memory mostly in
-    # order (several times faster than at random on millions of accesses)
+    # order (about a fifth faster than in access order on millions of accesses)
     seen = seen[np.argsort(prev[seen], kind="stable")]
     p = prev[seen]
     distance = np.zeros(len(keys), np.int64)
