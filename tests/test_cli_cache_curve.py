@@ -78,6 +78,15 @@ def test_config_workload_marks_its_hbm_pool(tmp_path):
     assert table["hit_rate"].iloc[-1] > 0.5
 
 
+def test_same_trace_gives_the_same_bytes(tmp_path):
+    trace = _mooncake(tmp_path / "mc.jsonl")
+    for out in ("a", "b"):
+        args = ["cache-curve", str(trace), "--model", "llama-3-8b", "--out", str(tmp_path / out)]
+        assert runner.invoke(app, args).exit_code == 0
+    for name in ("cache_curve.csv", "cache_curve.html"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
 def test_default_output_folder_is_named_after_the_trace(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _mooncake(tmp_path / "mc.jsonl")
@@ -89,7 +98,7 @@ def test_default_output_folder_is_named_after_the_trace(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("option", "expected"),
     [
-        (["--block-size", "0"], "error: --block-size: must be ≥ 1 token, got 0"),
+        (["--block-size", "0"], "error: --block-size: must be 1 to 2,147,483,648 tokens, got 0"),
         (["--model", "no-such-model"], "error: --model: unknown model preset 'no-such-model'"),
         (["--model", "llama-3-8b", "--dtype", "int3"], "error: --dtype: "),
         (["--dtype", "fp8"], "error: --dtype: --dtype needs --model"),

@@ -113,6 +113,7 @@ def cache_curve(
 ) -> None:
     """Prefix-cache hit rate against cache capacity, from one pass over a trace (ideal LRU)."""
     from simkv.analysis.cache_curve import prefix_cache_curve
+    from simkv.config.limits import MAX_TOKENS
     from simkv.config.sections import KVCacheConfig
     from simkv.outputs import Kind, new_output
     from simkv.report.cache_curve_report import CurveSetup, write_cache_curve
@@ -122,6 +123,9 @@ def cache_curve(
         if config is not None and (model or dtype or block_size is not None):
             message = "the model, dtype and block size come from --config: give one or the other"
             raise InputError(message, field="--config")
+        if block_size is not None and not 1 <= block_size <= MAX_TOKENS:
+            message = f"must be 1 to {MAX_TOKENS:,} tokens, got {block_size}"
+            raise InputError(message, field="--block-size")
         workload, cfg = _workload(trace)
         if workload.content is None:
             message = (
@@ -133,8 +137,6 @@ def cache_curve(
         spec = cfg.model if cfg is not None else _model(model, dtype)
         default_size = KVCacheConfig.model_fields["block_size"].default
         size = cfg.kv_cache.block_size if cfg is not None else block_size or default_size
-        if block_size is not None and block_size < 1:
-            raise InputError(f"must be ≥ 1 token, got {block_size}", field="--block-size")
         block_bytes = None if spec is None else size * spec.kv_bytes_per_token
         marks = [_hbm_mark(cfg)] if cfg is not None else []
         marks += [_mark(text, block_bytes) for text in mark or []]
