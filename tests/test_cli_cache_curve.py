@@ -44,6 +44,18 @@ kv_cache: {block_size: 8, num_blocks: 40, prefix_caching: hash}
 scheduler: {kind: vllm_v1}
 """
 
+CHAT = """\
+workload:
+  kind: multi_turn
+  num_sessions: 10
+  arrival: {kind: poisson, rate: 1.0}
+  turns: {kind: fixed, value: 4}
+  first_prompt_tokens: {kind: fixed, value: 40}
+  new_tokens: {kind: fixed, value: 10}
+  output_tokens: {kind: fixed, value: 30}
+  think_s: {kind: fixed, value_s: 1.0}
+"""
+
 
 def test_trace_with_model_and_mark_writes_table_and_page(tmp_path):
     trace, out = _mooncake(tmp_path / "mc.jsonl"), tmp_path / "out"
@@ -76,6 +88,18 @@ def test_config_workload_marks_its_hbm_pool(tmp_path):
     assert "HBM pool (39 blocks)" in result.output  # 40 less vLLM V1's null block
     table = pd.read_csv(tmp_path / "o" / "cache_curve.csv")
     assert table["hit_rate"].iloc[-1] > 0.5
+
+
+def test_with_outputs_caches_answers_of_a_multi_turn_config(tmp_path):
+    cfg = tmp_path / "chat.yaml"
+    cfg.write_text(CONFIG.replace(CONFIG[CONFIG.index("workload:") : CONFIG.index("model:")], CHAT))
+    rates = []
+    for flag in ([], ["--with-outputs"]):
+        out = tmp_path / f"o{len(flag)}"
+        result = runner.invoke(app, ["cache-curve", str(cfg), "--out", str(out), *flag])
+        assert result.exit_code == 0, result.output
+        rates.append(pd.read_csv(out / "cache_curve.csv")["hit_rate"].iloc[-1])
+    assert rates[1] > rates[0] > 0
 
 
 def test_same_trace_gives_the_same_bytes(tmp_path):

@@ -12,7 +12,9 @@ concurrency and no time. Request ``r`` with a prompt of ``P`` tokens and ``B = b
 2. *insert*: after its prefill its ``F = P // B`` full prompt blocks become the most recently
    used, its last block first and block 0 last, as vLLM's ``KVCacheManager.free`` frees a
    request's blocks tail first (so within a request, tail blocks are evicted first). Partial
-   blocks and generated tokens are not cached.
+   blocks are not cached, nor generated tokens unless asked (``output_tokens`` of
+   :func:`prefix_cache_curve`: then the full blocks of prompt and output, as vLLM caches
+   decode blocks too).
 
 Block identity is :func:`simkv.workload.content.block_keys` (chained content keys, vLLM's
 hashing rule), here through its vectorised twin :func:`simkv.workload.block_ids.block_ids`.
@@ -42,7 +44,7 @@ import pandas as pd
 
 from simkv.analysis.stack_distance import grouped_stack_distances
 from simkv.kv.errors import InvariantViolation
-from simkv.workload.block_ids import block_ids
+from simkv.workload.block_ids import block_ids, with_outputs
 from simkv.workload.content import PromptContent
 
 CURVE_COLUMNS = ("capacity_blocks", "hit_tokens", "hit_rate", "request_hit_rate")
@@ -106,12 +108,23 @@ def _reach(distance: np.ndarray, counts: np.ndarray, never: int) -> np.ndarray:
     return reach
 
 
-def prefix_cache_curve(content: PromptContent, block_size: int) -> CacheCurve:
-    """The curve of the requests of ``content`` taken in order (the module docstring)."""
+def prefix_cache_curve(
+    content: PromptContent, block_size: int, output_tokens: np.ndarray | None = None
+) -> CacheCurve:
+    """The curve of the requests of ``content`` taken in order (the module docstring).
+
+    With ``output_tokens`` (one per request), a request also caches the full blocks of its
+    generated tokens, as vLLM caches decode blocks: the first ``(P + O - 1) // B`` blocks of
+    prompt and output are inserted (the last generated token's KV is never computed), which
+    lets a multi-turn session's next prompt, resending the answer, hit it.
+    """
     if block_size < 1:
         raise ValueError(f"block_size must be ≥ 1, got {block_size}")
     prompt = content.prompt_tokens()
     full = prompt // block_size
+    if output_tokens is not None:
+        content = with_outputs(content, output_tokens)
+        full = (prompt + np.asarray(output_tokens, np.int64) - 1) // block_size
     lookup = (prompt - 1) // block_size
     blocks = block_ids(content, block_size, full)
     request = np.repeat(np.arange(len(full), dtype=np.int64), full)

@@ -106,6 +106,13 @@ def cache_curve(
         list[str] | None,
         typer.Option(metavar="NAME=SIZE", help="Mark a capacity, e.g. cpu=64GiB (repeatable)."),
     ] = None,
+    with_outputs: Annotated[
+        bool,
+        typer.Option(
+            "--with-outputs",
+            help="Also cache generated tokens' full blocks, as vLLM caches decode blocks.",
+        ),
+    ] = False,
     out: Annotated[
         Path | None, typer.Option(help="Output directory [default: reports/STEM-cache-curve]")
     ] = None,
@@ -140,7 +147,8 @@ def cache_curve(
         block_bytes = None if spec is None else size * spec.kv_bytes_per_token
         marks = [_hbm_mark(cfg)] if cfg is not None else []
         marks += [_mark(text, block_bytes) for text in mark or []]
-        curve = prefix_cache_curve(workload.content, size)
+        outputs = workload.output_tokens if with_outputs else None
+        curve = prefix_cache_curve(workload.content, size, outputs)
         setup = CurveSetup(
             workload.source, None if spec is None else spec.name, block_bytes, tuple(marks)
         )

@@ -91,3 +91,21 @@ def block_ids(content: PromptContent, block_size: int, counts: np.ndarray) -> Bl
     holder = np.searchsorted(seg_ends, before[request] + end_tokens, side="left")
     ids = (open_nodes(content)[holder] << _T_BITS) | end_tokens
     return BlockIds(ids, starts, counts)
+
+
+def with_outputs(content: PromptContent, output_tokens: np.ndarray) -> PromptContent:
+    """Each request's whole sequence as content: its prompt segments, then one segment of its
+    ``output_tokens`` generated tokens (``output_ids[i]``, as
+    :class:`~simkv.workload.content.KeyStream` names them;
+    ``output_tokens`` ≥ 1)."""
+    outputs = np.asarray(output_tokens, np.int64)
+    counts = np.diff(content.offsets)
+    offsets = content.offsets + np.arange(len(counts) + 1, dtype=np.int64)
+    last = offsets[1:] - 1  # the new segment closes each request
+    keep = np.ones(len(content.seg_ids) + len(counts), bool)
+    keep[last] = False
+    seg_ids = np.empty(len(keep), np.int64)
+    seg_lens = np.empty(len(keep), np.int64)
+    seg_ids[keep], seg_lens[keep] = content.seg_ids, content.seg_lens
+    seg_ids[last], seg_lens[last] = content.output_ids, outputs
+    return PromptContent(seg_ids, seg_lens, offsets, content.output_ids)

@@ -10,16 +10,20 @@ from simkv.analysis.cache_curve import CURVE_COLUMNS, prefix_cache_curve
 from simkv.workload.content import PromptContent, block_keys
 
 
-def brute_force(content: PromptContent, block_size: int, capacity: int) -> tuple[int, int]:
+def brute_force(
+    content: PromptContent, block_size: int, capacity: int, outputs: list[int] | None = None
+) -> tuple[int, int]:
     """(hit prompt tokens, requests with a hit) of an LRU cache of ``capacity`` blocks fed the
     requests in order: lookup of at most (P - 1) // B leading blocks, then the P // B full
-    blocks inserted tail first (block 0 most recent)."""
+    blocks (with ``outputs``: (P + O - 1) // B blocks of prompt and output) inserted tail
+    first (block 0 most recent)."""
     cache: OrderedDict[int, None] = OrderedDict()
     tokens = requests = 0
     for i in range(len(content)):
         segments = content.segments(i)
         prompt = sum(length for _, length in segments)
-        keys = block_keys(segments, int(content.output_ids[i]), block_size, prompt // block_size)
+        cached = prompt if outputs is None else prompt + outputs[i] - 1
+        keys = block_keys(segments, int(content.output_ids[i]), block_size, cached // block_size)
         hit = 0
         for key in keys[: (prompt - 1) // block_size]:
             if key not in cache:
@@ -40,13 +44,17 @@ prompts = st.lists(st.lists(segment, min_size=1, max_size=4), min_size=1, max_si
 
 
 @settings(max_examples=150, deadline=None)
-@given(prompts=prompts, block_size=st.integers(1, 5))
-def test_curve_equals_brute_force_lru_at_every_capacity(prompts, block_size):
-    content = PromptContent.from_lists(prompts, range(100, 100 + len(prompts)))
-    curve = prefix_cache_curve(content, block_size)
+@given(prompts=prompts, block_size=st.integers(1, 5), data=st.data())
+def test_curve_equals_brute_force_lru_at_every_capacity(prompts, block_size, data):
+    n = len(prompts)
+    # output ids among the prompts' segment ids: a later prompt may resend an answer
+    output_ids = data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+    outputs = data.draw(st.none() | st.lists(st.integers(1, 9), min_size=n, max_size=n))
+    content = PromptContent.from_lists(prompts, output_ids)
+    curve = prefix_cache_curve(content, block_size, None if outputs is None else np.array(outputs))
     for capacity in range(curve.distinct_blocks + 2):
         row = curve.at(capacity)
-        tokens, requests = brute_force(content, block_size, capacity)
+        tokens, requests = brute_force(content, block_size, capacity, outputs)
         assert int(row["hit_tokens"]) == tokens, capacity
         assert round(row["request_hit_rate"] * len(prompts)) == requests, capacity
     total = int(content.prompt_tokens().sum())
@@ -69,6 +77,17 @@ def test_hand_computed_curve():
     assert (curve.requests, curve.prompt_tokens) == (4, 16)
     assert (curve.block_accesses, curve.distinct_blocks) == (8, 3)
     assert curve.at(10)["hit_tokens"] == 6 and curve.max_hit_rate == 6 / 16
+
+
+def test_cached_answers_let_the_next_turn_hit():
+    # turn 1 resends turn 0's prompt and its 4-token answer (segment 9): blocks of 2 tokens
+    content = PromptContent.from_lists([[(1, 4)], [(1, 4), (9, 4), (2, 2)]], [9, 10])
+    prompt_only = prefix_cache_curve(content, 2)
+    with_answers = prefix_cache_curve(content, 2, np.array([4, 3]))
+    assert prompt_only.at(100)["hit_tokens"] == 4  # turn 0's two prompt blocks
+    # turn 0 computed KV for 4 + 4 - 1 = 7 tokens: 3 full blocks, the answer's first block
+    assert with_answers.at(100)["hit_tokens"] == 6
+    assert with_answers.prompt_tokens == prompt_only.prompt_tokens == 14
 
 
 def test_sampled_rows_are_exact_at_their_capacities():

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simkv.workload.block_ids import block_ids
+from simkv.workload.block_ids import block_ids, with_outputs
 from simkv.workload.content import PromptContent, block_keys
 
 segment = st.tuples(st.integers(0, 3), st.integers(1, 9))
@@ -27,6 +27,23 @@ def test_ids_equal_exactly_when_block_keys_equal(prompts, block_size):
     pairs = set(zip(keys, ids.ids.tolist(), strict=True))
     assert len(pairs) == len(set(keys)) == len(set(ids.ids.tolist()))  # a bijection
     assert ids.starts.tolist() == (np.cumsum(full) - full).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(prompts=prompts, block_size=st.integers(1, 6), data=st.data())
+def test_ids_of_prompt_and_output_equal_block_keys_of_the_sequence(prompts, block_size, data):
+    n = len(prompts)
+    output_ids = data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+    outputs = np.array(data.draw(st.lists(st.integers(1, 9), min_size=n, max_size=n)))
+    content = PromptContent.from_lists(prompts, output_ids)
+    full = (content.prompt_tokens() + outputs - 1) // block_size
+    ids = block_ids(with_outputs(content, outputs), block_size, full).ids.tolist()
+    keys = [
+        k
+        for i, segments in enumerate(prompts)
+        for k in block_keys(segments, output_ids[i], block_size, int(full[i]))
+    ]
+    assert len(set(zip(keys, ids, strict=True))) == len(set(keys)) == len(set(ids))
 
 
 def test_ids_follow_segments_not_single_blocks():
