@@ -1,5 +1,6 @@
 """The cache curve against a brute-force LRU cache of each capacity, and a hand-computed case."""
 
+import sys
 from collections import OrderedDict
 
 import numpy as np
@@ -8,6 +9,7 @@ from hypothesis import strategies as st
 
 from simkv.analysis.cache_curve import CURVE_COLUMNS, prefix_cache_curve
 from simkv.workload.content import PromptContent, block_keys
+from tests.conftest import load_benchmark
 
 
 def brute_force(
@@ -99,3 +101,12 @@ def test_sampled_rows_are_exact_at_their_capacities():
     for _, row in sampled.iterrows():
         assert row["hit_tokens"] == curve.at(int(row["capacity_blocks"]))["hit_tokens"]
     assert curve.sampled(len(curve.table)) is curve.table
+
+
+def test_benchmark_runs_and_only_prints(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    bench = load_benchmark("cache_curve")
+    monkeypatch.setattr(sys, "argv", ["cache_curve.py", "--requests", "2000"])
+    bench.main()
+    assert "curve computed" in capsys.readouterr().out
+    assert not list(tmp_path.iterdir())
