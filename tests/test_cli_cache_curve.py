@@ -145,6 +145,9 @@ def test_config_with_model_options_is_refused(tmp_path):
     result = runner.invoke(app, ["cache-curve", str(trace), "--config", str(cfg), "--model", "x"])
     assert result.exit_code == 2
     assert result.output.startswith("error: --config: the model, dtype and block size come")
+    result = runner.invoke(app, ["cache-curve", str(cfg), "--block-size", "4"])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: --block-size: the model, dtype and block size come")
 
 
 def test_trace_without_content_through_installed_entry_point(tmp_path):

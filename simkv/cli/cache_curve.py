@@ -78,10 +78,11 @@ def _mark(text: str, block_bytes: int | None) -> tuple[str, int]:
     return name.strip(), int(value * _UNIT_BYTES[unit] // block_bytes)
 
 
-def _hbm_mark(cfg: SimConfig) -> tuple[str, int]:
+def _hbm_mark(cfg: SimConfig, fleet: bool) -> tuple[str, int]:
+    """The usable KV blocks of one engine's config (of a fleet: one replica)."""
     from simkv.run.sizing import kv_sizing, usable_blocks
 
-    return "HBM pool", usable_blocks(cfg, kv_sizing(cfg))
+    return "HBM pool, one replica" if fleet else "HBM pool", usable_blocks(cfg, kv_sizing(cfg))
 
 
 def cache_curve(
@@ -127,9 +128,6 @@ def cache_curve(
     from simkv.run.load import load_config
 
     with input_errors(ctx):
-        if config is not None and (model or dtype or block_size is not None):
-            message = "the model, dtype and block size come from --config: give one or the other"
-            raise InputError(message, field="--config")
         if block_size is not None and not 1 <= block_size <= MAX_TOKENS:
             message = f"must be 1 to {MAX_TOKENS:,} tokens, got {block_size}"
             raise InputError(message, field="--block-size")
@@ -140,12 +138,22 @@ def cache_curve(
                 "hash_ids, or a config whose workload has content (shared_prefix, multi_turn)"
             )
             raise InputError(message, file=trace)
+        if (config is not None or cfg is not None) and (model or dtype or block_size):
+            message = (
+                "the model, dtype and block size come from the config (--config, or TRACE when "
+                "it is a config): give one or the other"
+            )
+            given = [name for name, v in (("--model", model), ("--dtype", dtype)) if v]
+            field = "--config" if config is not None else (given or ["--block-size"])[0]
+            raise InputError(message, field=field)
         cfg = load_config(config) if config is not None else cfg
-        spec = cfg.model if cfg is not None else _model(model, dtype)
+        # a fleet's first replica group: its model, block size and pool
+        engine = None if cfg is None else cfg.group_configs()[0]
+        spec = engine.model if engine is not None else _model(model, dtype)
         default_size = KVCacheConfig.model_fields["block_size"].default
-        size = cfg.kv_cache.block_size if cfg is not None else block_size or default_size
+        size = engine.kv_cache.block_size if engine is not None else block_size or default_size
         block_bytes = None if spec is None else size * spec.kv_bytes_per_token
-        marks = [_hbm_mark(cfg)] if cfg is not None else []
+        marks = [] if engine is None or cfg is None else [_hbm_mark(engine, cfg.fleet is not None)]
         marks += [_mark(text, block_bytes) for text in mark or []]
         outputs = workload.output_tokens if with_outputs else None
         curve = prefix_cache_curve(workload.content, size, outputs)
