@@ -29,10 +29,11 @@ a prefix of a request's blocks, never a block without the ones before it.
 
 **Against a running engine**: an engine's cache is smaller than its pool by the blocks running
 requests hold, requests overlap (a request cannot hit blocks a concurrent one is still
-computing, and a running request's blocks cannot be evicted), and decode blocks are cached
-too. So the curve is the hit rate of an ideal LRU cache of ``C`` blocks, an upper bound's
-shape rather than an engine's measurement: read a pool's capacity on it as "what this much
-cache could give", and ``simkv run`` for what an engine with that pool gives.
+computing, and a running request's blocks cannot be evicted), and its decode blocks are
+cached too (here only with ``output_tokens``). So the curve is the hit rate of an ideal LRU
+cache of ``C`` blocks, an upper bound's shape rather than an engine's measurement: read a
+pool's capacity on it as "what this much cache could give", and ``simkv run`` for what an
+engine with that pool gives.
 """
 
 from __future__ import annotations
