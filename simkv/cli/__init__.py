@@ -8,10 +8,11 @@ imported inside each command, so ``simkv --help`` loads neither the engine nor t
 import os
 import sys
 
-from simkv.cli import capacity, measured, runs, sweeps, waste
+from simkv.cli import cache_curve, capacity, measured, runs, sweeps, waste
 from simkv.cli.common import app
 
 app.command()(waste.waste)
+app.command("cache-curve")(cache_curve.cache_curve)
 app.command()(runs.run)
 app.command("trace")(runs.trace_cmd)
 app.command()(runs.validate)

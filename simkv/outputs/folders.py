@@ -47,6 +47,7 @@ class Kind(StrEnum):
     SWEEP = "sweep"
     CAPACITY = "capacity"
     WASTE = "waste"
+    CACHE_CURVE = "cache-curve"
 
 
 INCREMENTAL = frozenset({Kind.SWEEP, Kind.CAPACITY})
