@@ -29,6 +29,8 @@ MODELS = [
     "qwen2.5-7b",
     "qwen3-30b-a3b",
     "qwen3-32b",
+    "small-llama",
+    "tiny-llama",
 ]
 GPUS = [
     "a100-40gb",
@@ -36,6 +38,7 @@ GPUS = [
     "a100-pcie-40gb",
     "a100-pcie-80gb",
     "b200",
+    "cpu-epyc-zen3-1t",
     "h100-80gb",
     "h100-pcie",
     "h200",
