@@ -53,23 +53,30 @@ def _edges(values: np.ndarray) -> np.ndarray:
     return np.linspace(low, high if high > low else low + 1.0, MAX_HIST_BINS + 1)
 
 
-def _hist(xlabel: str) -> Callable[[Axes, np.ndarray], None]:
+def _hist(quantity: str, unit: str) -> Callable[[Axes, np.ndarray], None]:
+    """A histogram panel of ``quantity`` in ``unit``; its title gives the median and maximum."""
+
     def draw(ax: Axes, values: np.ndarray) -> None:
         edges = _edges(values)
         counts, _ = np.histogram(values, bins=edges)
         ax.stairs(counts, edges, fill=True, alpha=0.6, color="tab:blue")
         cv.tidy_axes(ax)
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel(cv.axis_label(quantity, unit))
         ax.set_ylabel("count")
         beyond = int((values > edges[-1]).sum())
         clipped = f" ({beyond:,} beyond the axis)" if beyond else ""
         median, most = cv.compact_number(float(np.median(values))), cv.compact_number(values.max())
-        ax.set_title(f"median {median}, max {most}{clipped}", loc="left")
+        ax.set_title(f"median {median} {unit}, max {most} {unit}{clipped}", loc="left")
 
     return draw
 
 
-def _cdf(xlabel: str, weights: np.ndarray | None = None) -> Callable[[Axes, np.ndarray], None]:
+def _cdf(
+    quantity: str, unit: str, weights: np.ndarray | None = None
+) -> Callable[[Axes, np.ndarray], None]:
+    """An empirical CDF panel of ``quantity`` in ``unit`` (samples weighted by ``weights``,
+    default 1 each); its title gives p50 and p99."""
+
     def draw(ax: Axes, values: np.ndarray) -> None:
         counts = np.ones(len(values)) if weights is None else weights
         x, y = fg.cdf_points(values, counts)
@@ -81,11 +88,11 @@ def _cdf(xlabel: str, weights: np.ndarray | None = None) -> Callable[[Axes, np.n
         if not log:
             ax.set_xlim(left=0)
         ax.set_ylim(0, 1.02)
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel(cv.axis_label(quantity, unit))
         ax.set_ylabel("fraction ≤ x")
         p50, p99 = np.interp([0.5, 0.99], y, x)
-        ax.set_title(f"p50 {cv.compact_number(float(p50))}, p99 {cv.compact_number(float(p99))}",
-                     loc="left")  # fmt: skip
+        ax.set_title(f"p50 {cv.compact_number(float(p50))} {unit}, "
+                     f"p99 {cv.compact_number(float(p99))} {unit}", loc="left")  # fmt: skip
 
     return draw
 
@@ -116,13 +123,13 @@ def step_distributions(steps: pd.DataFrame) -> cv.Drawn:
     hit = preempted > 0
     panels: list[Panel] = [
         ("batch size", steps["batch_size"].to_numpy(np.float64),
-         _hist(cv.axis_label("batch size per step", "requests"))),
-        ("batch tokens", tokens, _hist(cv.axis_label("batch tokens per step", "tokens"))),
+         _hist("batch size per step", "requests")),
+        ("batch tokens", tokens, _hist("batch tokens per step", "tokens")),
         ("step time", steps["duration_s"].to_numpy(np.float64) * 1e3,
-         _hist(cv.axis_label("step time", "ms"))),
+         _hist("step time", "ms")),
     ]  # fmt: skip
     if hit.any():
-        when = _cdf(cv.axis_label("preemption time", "s"), preempted[hit])
+        when = _cdf("preemption time", "s", preempted[hit])
         panels.append(("preemption time", steps["time_s"].to_numpy(np.float64)[hit], when))
     return _grid(panels)
 
@@ -136,9 +143,9 @@ def latency_distributions(requests: pd.DataFrame) -> cv.Drawn:
     e2el_ms = (done["finish_s"] - done["arrival_s"]).to_numpy() * 1e3
     per_token = e2el_ms / done["generated_tokens"].to_numpy(np.float64)
     return _grid([
-        ("queueing delay", queued_ms, _cdf(cv.axis_label("queueing delay", "ms"))),
+        ("queueing delay", queued_ms, _cdf("queueing delay", "ms")),
         ("normalised latency", per_token,
-         _cdf(cv.axis_label("E2E latency per output token", "ms/token"))),
+         _cdf("E2E latency per output token", "ms/token")),
     ])  # fmt: skip
 
 
@@ -147,11 +154,11 @@ def workload_distributions(requests: pd.DataFrame) -> cv.Drawn:
     arrivals = np.sort(requests["arrival_s"].to_numpy(np.float64))
     return _grid([
         ("prompt length", requests["prompt_tokens"].to_numpy(np.float64),
-         _hist(cv.axis_label("prompt length", "tokens"))),
+         _hist("prompt length", "tokens")),
         ("output length", requests["output_tokens"].to_numpy(np.float64),
-         _hist(cv.axis_label("output length", "tokens"))),
+         _hist("output length", "tokens")),
         ("inter-arrival time", np.diff(arrivals) * 1e3,
-         _hist(cv.axis_label("inter-arrival time", "ms"))),
+         _hist("inter-arrival time", "ms")),
     ])  # fmt: skip
 
 

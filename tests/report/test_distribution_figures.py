@@ -42,7 +42,7 @@ def test_step_panels_and_the_preemption_cdf_appear_only_with_preemptions() -> No
     xlabels = [ax.get_xlabel() for ax in busy.figure.axes]
     assert "preemption time (s)" in xlabels and "step time (ms)" in xlabels
     # the preemption CDF counts each preemption: 2 at 0.1 s, 1 at 0.3 s, so p50 is 0.1 s
-    assert _titles(busy)[3].startswith("p50 0.1,")
+    assert _titles(busy)[3].startswith("p50 0.1 s,")
     assert text_overlaps(busy.figure) == []
 
 
