@@ -129,8 +129,8 @@ def step_distributions(steps: pd.DataFrame) -> cv.Drawn:
          _hist("step time", "ms")),
     ]  # fmt: skip
     if hit.any():
-        when = _cdf("preemption time", "s", preempted[hit])
-        panels.append(("preemption time", steps["time_s"].to_numpy(np.float64)[hit], when))
+        when = _cdf("simulated time of preemption", "s", preempted[hit])
+        panels.append(("time of preemption", steps["time_s"].to_numpy(np.float64)[hit], when))
     return _grid(panels)
 
 

@@ -40,7 +40,7 @@ def test_step_panels_and_the_preemption_cdf_appear_only_with_preemptions() -> No
         busy = df.step_distributions(_steps([0, 2, 0, 1, 0, 0, 0, 0]))
     assert len(_titles(calm)) == 3 and len(_titles(busy)) == 4
     xlabels = [ax.get_xlabel() for ax in busy.figure.axes]
-    assert "preemption time (s)" in xlabels and "step time (ms)" in xlabels
+    assert "simulated time of preemption (s)" in xlabels and "step time (ms)" in xlabels
     # the preemption CDF counts each preemption: 2 at 0.1 s, 1 at 0.3 s, so p50 is 0.1 s
     assert _titles(busy)[3].startswith("p50 0.1 s,")
     assert text_overlaps(busy.figure) == []
