@@ -46,7 +46,7 @@ def test_trace_is_trace_event_format(tiny: Path, tmp_path: Path) -> None:
     steps = [e for e in events if e["ph"] == "X" and e["pid"] == 1]
     assert len(steps) == len(pd.read_parquet(out / "steps.parquet"))
     for event in events:
-        assert event["ph"] in {"X", "C", "M"}
+        assert event["ph"] in {"X", "C", "M", "i"}
         if event["ph"] == "X":
             assert event["dur"] >= 0 and event["ts"] >= 0 and "tid" in event
     names = {e["args"]["name"] for e in events if e["ph"] == "M"}

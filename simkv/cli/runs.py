@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ from simkv.metrics.frame_format import FrameFormat
 
 if TYPE_CHECKING:
     from simkv.config.sim import SimConfig
-    from simkv.metrics.recorder import RunFrames
+    from simkv.metrics.trace import TraceWindow
     from simkv.run.simulate import RunOutput
 
 
@@ -120,25 +121,50 @@ def _interrupted(out_dir: Path) -> Iterator[None]:
         raise typer.Exit(code=130) from None
 
 
-def _write_trace(run_dir: Path, frames: RunFrames | None = None) -> Path:
-    from simkv.metrics.trace import write_trace
+def _window(from_s: float | None, to_s: float | None, limit: int | None) -> TraceWindow:
+    """The trace window of ``--from``, ``--to`` and ``--limit``, checked."""
+    from simkv.metrics.trace import MAX_REQUEST_TRACKS, TraceWindow
 
-    return write_trace(run_dir, frames)
+    for name, value in (("--from", from_s), ("--to", to_s)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise InputError(f"expected seconds ≥ 0, got {value:g}", field=name)
+    if from_s is not None and to_s is not None and to_s <= from_s:
+        raise InputError(f"must be after --from ({from_s:g} s), got {to_s:g}", field="--to")
+    if limit is not None and limit < 1:
+        raise InputError(f"expected at least 1 request, got {limit}", field="--limit")
+    return TraceWindow(from_s, to_s, MAX_REQUEST_TRACKS if limit is None else limit)
 
 
 def trace_cmd(
     ctx: typer.Context,
     run_dir: Annotated[Path, typer.Argument(help="Run folder (frames as Parquet or CSV).")],
+    from_s: Annotated[
+        float | None,
+        typer.Option("--from", metavar="S", help="Keep what happens from S s of simulated time."),
+    ] = None,
+    to_s: Annotated[
+        float | None,
+        typer.Option("--to", metavar="S", help="Keep what happens until S s of simulated time."),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", help="Most request tracks (the earliest arrivals) [default: 2000]"
+        ),
+    ] = None,
 ) -> None:
-    """Write RUN_DIR/trace.json: steps and request spans for ui.perfetto.dev or chrome://tracing."""
+    """Write RUN_DIR/trace.json: steps, preemption and swap markers, and request spans for
+    ui.perfetto.dev or chrome://tracing."""
+    from simkv.metrics.trace import write_trace
     from simkv.outputs import claim_folder
 
     with input_errors(ctx):
+        window = _window(from_s, to_s, limit)
         if not run_dir.is_dir():  # the lock lives beside the folder: there must be one
             message = "not a simkv run folder: missing requests.parquet or .csv"
             raise InputError(message, file=run_dir)
         with claim_folder(run_dir) as folder:
-            path = _write_trace(folder)
+            path = write_trace(folder, window=window)
     typer.echo(f"wrote {run_dir / path.name}")
 
 

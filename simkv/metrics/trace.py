@@ -10,7 +10,15 @@ microseconds from 0 (``ts``, ``dur``). Two processes:
   :data:`REPLICA_PID_BASE` + r), each with its share of :data:`MAX_STEP_EVENTS`.
 * ``requests`` (pid 2): one track per request (``req <id>``) with its spans ``queued``
   (arrival → first scheduled), ``prefill`` (→ first token) and ``decode`` (→ finish);
-  rejected requests have a zero-length ``rejected`` span.
+  rejected requests have a zero-length ``rejected`` span. A request that was preempted or
+  swapped says how often in its ``decode`` span's name and ``args`` (the frames record counts
+  per request, not times, so the span is not split).
+* **Markers**: an instant event (``ph: i``) on the engine's ``steps`` track at every step that
+  preempted requests (``preemption``) or swapped blocks out or in (``swap out`` / ``swap in``),
+  with the count in ``args`` (at most :data:`MAX_MARKERS`, the earliest).
+
+A :class:`TraceWindow` keeps only what overlaps ``[from_s, to_s]`` (steps, markers, and the
+requests present then) and at most ``limit`` request tracks.
 
 Bounded for big runs: at most :data:`MAX_STEP_EVENTS` step events — beyond, consecutive steps
 are merged into windows of equal step count (tokens summed, the batch size and counters of the
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +44,54 @@ from simkv.outputs import write_file
 TRACE_FILE = "trace.json"
 MAX_STEP_EVENTS = 20_000
 MAX_REQUEST_TRACKS = 2_000
+MAX_MARKERS = 20_000
 _ENGINE, _REQUESTS = 1, 2
 REPLICA_PID_BASE = 100
 """A fleet's replica ``r`` is process ``REPLICA_PID_BASE + r`` (clear of pids 1 and 2)."""
 _US = 1e6  # trace times are microseconds
 _SUMMED = ("prefill_tokens", "decode_tokens")  # a window's tokens: its steps' sum
 _LAST = ("batch_size", "num_running", "num_waiting", "blocks_used")  # its last step's state
+_MARKERS = (
+    ("preempted", "preemption", "requests"),
+    ("swap_out_blocks", "swap out", "blocks"),
+    ("swap_in_blocks", "swap in", "blocks"),
+)  # (step column, marker name, what it counts)
 # the columns a trace reads, checked when read back from a run folder (a damaged file is named)
-_FINITE = {"steps": ("time_s", "duration_s", *_SUMMED, *_LAST), "requests": ("req_id", "arrival_s")}
+_FINITE = {"steps": ("time_s", "duration_s", *_SUMMED, *_LAST, *(c for c, _, _ in _MARKERS)),
+           "requests": ("req_id", "arrival_s", "preemptions", "swaps")}  # fmt: skip
 _TIMES = {"requests": ("first_scheduled_s", "first_token_s", "finish_s")}  # NaN: never reached
+
+
+@dataclass(frozen=True)
+class TraceWindow:
+    """What a trace keeps: the simulated time span ``[from_s, to_s]`` (``None``: unbounded)
+    and at most ``limit`` request tracks (the earliest arrivals in the span)."""
+
+    from_s: float | None = None
+    to_s: float | None = None
+    limit: int = MAX_REQUEST_TRACKS
+
+    def steps(self, steps: pd.DataFrame) -> pd.DataFrame:
+        """The steps overlapping the span."""
+        start = steps["time_s"]
+        keep = _overlaps(start, start + steps["duration_s"], self.from_s, self.to_s)
+        return steps if keep.all() else steps[keep].reset_index(drop=True)
+
+    def requests(self, requests: pd.DataFrame) -> pd.DataFrame:
+        """The requests present during the span (arrived, and not gone before it)."""
+        end = requests["finish_s"].fillna(requests["first_scheduled_s"])
+        end = end.fillna(requests["arrival_s"])
+        keep = _overlaps(requests["arrival_s"], end, self.from_s, self.to_s)
+        return requests if keep.all() else requests[keep]
+
+
+def _overlaps(start: pd.Series, end: pd.Series, from_s: float | None, to_s: float | None) -> Any:
+    keep = np.ones(len(start), dtype=bool)
+    if from_s is not None:
+        keep &= end.to_numpy() >= from_s
+    if to_s is not None:
+        keep &= start.to_numpy() <= to_s
+    return keep
 
 
 def _meta(pid: int, tid: int | None, name: str) -> dict[str, Any]:
@@ -113,7 +161,22 @@ def step_events(
         )
         events.append({"ph": "C", "pid": pid, "name": "kv_blocks_used", "ts": ts,
                        "args": {"blocks": int(r.blocks_used)}})  # fmt: skip
-    return events, k
+    return events + marker_events(steps, pid), k
+
+
+def marker_events(steps: pd.DataFrame, pid: int = _ENGINE) -> list[dict]:
+    """Instant events on the ``steps`` track of process ``pid``: one per step and kind that
+    preempted requests or swapped blocks, at the step's start (the :data:`MAX_MARKERS`
+    earliest)."""
+    events: list[dict[str, Any]] = []
+    for column, name, unit in _MARKERS:
+        counts = steps[column].to_numpy()
+        for at in np.flatnonzero(counts > 0):
+            events.append({"ph": "i", "s": "t", "pid": pid, "tid": 1, "name": name,
+                           "ts": float(steps["time_s"].iat[at]) * _US,
+                           "args": {unit: int(counts[at])}})  # fmt: skip
+    events.sort(key=lambda e: e["ts"])
+    return events[:MAX_MARKERS]
 
 
 def _span(tid: int, name: str, start_s: float, end_s: float) -> dict[str, Any]:
@@ -122,7 +185,8 @@ def _span(tid: int, name: str, start_s: float, end_s: float) -> dict[str, Any]:
 
 
 def request_events(requests: pd.DataFrame, limit: int = MAX_REQUEST_TRACKS) -> list[dict]:
-    """A track per request (the ``limit`` earliest arrivals): queued, prefill, decode spans."""
+    """A track per request (the ``limit`` earliest arrivals): queued, prefill, decode spans;
+    a decode span of a preempted request is named so (``decode (preempted 2×, 1 by swap)``)."""
     first = requests.sort_values("arrival_s", kind="stable").head(limit)
     events: list[dict[str, Any]] = [_meta(_REQUESTS, None, "requests")]
     for r in first.itertuples(index=False):
@@ -135,24 +199,44 @@ def request_events(requests: pd.DataFrame, limit: int = MAX_REQUEST_TRACKS) -> l
         if pd.notna(r.first_token_s):
             events.append(_span(tid, "prefill", r.first_scheduled_s, r.first_token_s))
             if pd.notna(r.finish_s):
-                events.append(_span(tid, "decode", r.first_token_s, r.finish_s))
+                events.append(_decode_span(tid, r))
     return events
 
 
-def trace_document(frames: RunFrames) -> dict[str, Any]:
-    """The whole trace (a JSON object: ``traceEvents``, ``displayTimeUnit``, ``otherData``)."""
-    steps, per_event = engine_events(frames.steps)
-    requests = request_events(frames.requests)
+def _decode_span(tid: int, r: Any) -> dict[str, Any]:
+    """The decode span, named and annotated with the request's preemptions (``swaps`` of them
+    by swapping out)."""
+    span = _span(tid, "decode", r.first_token_s, r.finish_s)
+    preempted, swapped = int(r.preemptions), int(r.swaps)
+    if preempted:
+        by_swap = f", {swapped} by swap" if swapped else ""
+        span["name"] = f"decode (preempted {preempted}×{by_swap})"
+        span["args"] = {"preemptions": preempted, "swaps": swapped}
+    return span
+
+
+def trace_document(frames: RunFrames, window: TraceWindow | None = None) -> dict[str, Any]:
+    """The whole trace (a JSON object: ``traceEvents``, ``displayTimeUnit``, ``otherData``),
+    of what ``window`` keeps (default: everything, the first :data:`MAX_REQUEST_TRACKS`
+    request tracks)."""
+    window = window or TraceWindow()
+    steps, per_event = engine_events(window.steps(frames.steps))
+    present = window.requests(frames.requests)
+    requests = request_events(present, window.limit)
     other = {"steps_per_event": per_event,
-             "requests_left_out": max(0, len(frames.requests) - MAX_REQUEST_TRACKS)}  # fmt: skip
+             "requests_left_out": max(0, len(present) - window.limit),
+             "window_s": [window.from_s, window.to_s]}  # fmt: skip
     return {"traceEvents": steps + requests, "displayTimeUnit": "ms", "otherData": other}
 
 
-def write_trace(run_dir: Path, frames: RunFrames | None = None) -> Path:
+def write_trace(
+    run_dir: Path, frames: RunFrames | None = None, window: TraceWindow | None = None
+) -> Path:
     """Write ``run_dir/trace.json`` from ``frames`` (default: the folder's, checked: a missing
-    or damaged frame file is an :class:`InputError` naming it); returns its path."""
+    or damaged frame file is an :class:`InputError` naming it) and ``window``; returns its
+    path."""
     path = run_dir / TRACE_FILE
     if frames is None:
         frames = read_frames(run_dir, {"requests": ("status",)}, finite=_FINITE, numeric=_TIMES)
-    doc = trace_document(frames)
+    doc = trace_document(frames, window)
     return write_file(path, json.dumps(doc, separators=(",", ":")) + "\n")

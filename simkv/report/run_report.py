@@ -37,6 +37,7 @@ from simkv.report.blocks import (
 from simkv.report.cache_figures import hit_split, prefix_cache_figure
 from simkv.report.compare_runs import render_comparison_report
 from simkv.report.conventions import Drawn, format_ms
+from simkv.report.distribution_figures import distribution_blocks
 from simkv.report.run_folder import RunFolder, load_run
 from simkv.report.verdict import verdict_lines
 
@@ -242,6 +243,7 @@ def render_run_report(run_dir: Path) -> str:
     run = load_run(run_dir)
     with mpl.rc_context(dict(fg.REPORT_RC)):
         figure_blocks = run_figures(run)
+        distributions = distribution_blocks(run.frames.steps, run.frames.requests)
     template = report_environment().get_template("run.html.j2")
     return template.render(
         name=run.name,
@@ -249,6 +251,7 @@ def render_run_report(run_dir: Path) -> str:
         cards=summary_cards(run),
         verdict=verdict_lines(run.summary, run.config.get("slo") or {}),
         figures=figure_blocks,
+        distributions=distributions,
         config_text=run.config_text,
         summary_rows=[
             (key, format_value(value), METRIC_NOTES.get(key, ""))

@@ -13,7 +13,8 @@ def _steps(n: int) -> pd.DataFrame:
     ones = np.ones(n, dtype=np.int64)
     return pd.DataFrame({"time_s": t, "duration_s": 0.01 + 0 * t, "prefill_tokens": ones,
                          "decode_tokens": 2 * ones, "batch_size": ones, "num_running": ones,
-                         "num_waiting": 0 * ones, "blocks_used": ones})  # fmt: skip
+                         "num_waiting": 0 * ones, "blocks_used": ones, "preempted": 0 * ones,
+                         "swap_out_blocks": 0 * ones, "swap_in_blocks": 0 * ones})  # fmt: skip
 
 
 def test_steps_beyond_the_limit_merge_into_windows_keeping_totals() -> None:
@@ -31,6 +32,7 @@ def test_request_tracks_are_capped_at_the_earliest_arrivals() -> None:
         "req_id": np.arange(n), "arrival_s": np.arange(n)[::-1] * 1.0,
         "first_scheduled_s": np.arange(n)[::-1] + 0.5, "first_token_s": np.arange(n)[::-1] + 1.0,
         "finish_s": np.arange(n)[::-1] + 2.0, "status": ["finished"] * n,
+        "preemptions": np.zeros(n, dtype=np.int64), "swaps": np.zeros(n, dtype=np.int64),
     })  # fmt: skip
     events = request_events(req, limit=10)
     tracks = {e["tid"] for e in events if e["ph"] == "X"}

@@ -36,7 +36,7 @@ EVIL = "<script>alert(1)</script>"
 # vllm_v1 caches prefixes by default (vLLM 0.11), so its report has the prefix-cache cards; the
 # tiny run never hits the cache, so the prefix-cache figure is replaced by one line saying so
 FIGURE_IDS = ["fig-latency-cdf", "fig-throughput", "fig-kv-memory", "fig-waste-breakdown",
-              "fig-queues"]  # fmt: skip
+              "fig-queues", "fig-dist-steps", "fig-dist-latency", "fig-dist-workload"]  # fmt: skip
 CARD_IDS = [
     "card-request-throughput", "card-output-throughput", "card-goodput", "card-ttft",
     "card-tpot", "card-e2el", "card-preemptions", "card-swap", "card-rejected", "card-aborted",
