@@ -22,6 +22,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from simkv.metrics.summary import weighted_percentiles
 from simkv.report import conventions as cv
 from simkv.report import figures as fg
 from simkv.report.blocks import FigureBlock, figure_block
@@ -81,16 +82,9 @@ def _cdf(
         counts = np.ones(len(values)) if weights is None else weights
         x, y = fg.cdf_points(values, counts)
         ax.plot(np.r_[x[0], x], np.r_[0.0, y], drawstyle="steps-post", linewidth=1.3)
-        log = x[0] > 0 and x[-1] / x[0] >= fg.LOG_SPAN
-        if log:
-            ax.set_xscale("log")
-        cv.tidy_axes(ax, log_x=log)
-        if not log:
-            ax.set_xlim(left=0)
-        ax.set_ylim(0, 1.02)
-        ax.set_xlabel(cv.axis_label(quantity, unit))
-        ax.set_ylabel("fraction ≤ x")
-        p50, p99 = np.interp([0.5, 0.99], y, x)
+        fg.cdf_axes(ax, x, cv.axis_label(quantity, unit))
+        keep = counts > 0
+        p50, p99 = weighted_percentiles(values[keep], counts[keep], [50.0, 99.0])
         ax.set_title(f"p50 {cv.compact_number(float(p50))} {unit}, "
                      f"p99 {cv.compact_number(float(p99))} {unit}", loc="left")  # fmt: skip
 

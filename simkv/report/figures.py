@@ -205,6 +205,20 @@ def latency_cdf_figure(
     return cv.Drawn(fig, notes)
 
 
+def cdf_axes(ax: Axes, data: np.ndarray, xlabel: str) -> None:
+    """Scale, limits and labels of an empirical CDF panel over ``data``: a log x axis when every
+    value is positive and they span :data:`LOG_SPAN` or more, else a linear one from 0."""
+    log = bool(data.min() > 0 and data.max() / data.min() >= LOG_SPAN)
+    if log:
+        ax.set_xscale("log")
+    cv.tidy_axes(ax, log_x=log)
+    if not log:
+        ax.set_xlim(left=0)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction ≤ x")
+
+
 def _cdf_panel(
     ax: Axes, key: str, label: str, runs: Sequence[tuple[str, LatencySamples]],
     slo_ms: float | None,
@@ -223,16 +237,7 @@ def _cdf_panel(
         marks.append((p50, p99))
         every.append(values[counts > 0])
     cv.slo_line(ax, slo_ms, f"SLO ≤ {slo_ms:g} ms" if slo_ms else "")
-    data = np.concatenate(every)
-    log = data.min() > 0 and data.max() / data.min() >= LOG_SPAN
-    if log:
-        ax.set_xscale("log")
-    cv.tidy_axes(ax, log_x=log)
-    if not log:
-        ax.set_xlim(left=0)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel(cv.axis_label(label, "ms"))
-    ax.set_ylabel("fraction ≤ x")
+    cdf_axes(ax, np.concatenate(every), cv.axis_label(label, "ms"))
     if len(runs) == 1:
         p50, p99 = marks[0]
         ax.set_title(f"{label}: p50 {cv.format_ms(p50)} · p99 {cv.format_ms(p99)} (dots)",
