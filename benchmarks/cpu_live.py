@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doc_blocks import CPU_LIVE, write_block
+from doc_blocks import markdown_table as table
 
 from simkv.calibrate.api import STEP_KNOBS
 from simkv.calibrate.api import calibrate as fit_profile
@@ -175,10 +176,6 @@ def _ms(x: float) -> str:
 def _rate(x: float | None) -> str:
     return "beyond the sweep" if x is None else f"{x:.2f}"
 
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)])
 
 
 def run_table(runs: list[Run]) -> str:

@@ -37,6 +37,12 @@ def write_block(path: Path, name: str, body: str) -> None:
     path.write_text(with_block(text, name, body), encoding="utf-8")
 
 
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub markdown table of ``header`` and ``rows`` (cells already formatted)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)])
+
+
 SIM_VS_REAL = "sim-vs-real"
 CPU_LIVE = "cpu-live"
 KEPT = (SIM_VS_REAL, CPU_LIVE)

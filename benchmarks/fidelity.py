@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from doc_blocks import KEPT, block_of
+from doc_blocks import markdown_table as table
 
 from simkv.config.sim import GIB, SimConfig
 from simkv.engine.costs import build_cost_model
@@ -202,11 +203,6 @@ def workload_stats(cfg: SimConfig, num_requests: int | None = None) -> dict[str,
 # ---------------------------------------------------------------------------------------------
 # Markdown
 
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    """A GitHub markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def _pct(x: float) -> str:

@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 from doc_blocks import SIM_VS_REAL, write_block
+from doc_blocks import markdown_table as table
 from scipy.optimize import linprog
 
 from simkv.calibrate.api import RUN_KNOBS, step_knobs
@@ -502,10 +503,6 @@ WHY = """\
 def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
 def main() -> None:

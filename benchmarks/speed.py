@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from doc_blocks import markdown_table as table
 from engine_speed import QUICKSTART, SYNTHETIC  # the synthetic workload is defined there
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,11 +228,6 @@ def machine_lines() -> list[str]:
         "in the working tree, if any, are measured too)",
     ]
 
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    """A GitHub markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def results_table(results: list[SpeedResult]) -> str:
