@@ -34,6 +34,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 from doc_blocks import CPU_LIVE, write_block
 from doc_blocks import markdown_table as table
@@ -177,7 +178,6 @@ def _rate(x: float | None) -> str:
     return "beyond the sweep" if x is None else f"{x:.2f}"
 
 
-
 def run_table(runs: list[Run]) -> str:
     rows = []
     for r in runs:
@@ -262,10 +262,6 @@ def _where_errors_come_from(runs: list[Run]) -> str:
     quiet = [r for r in runs if r.load < QUIET_LOAD and r.name != TRAIN]
     busy = [r for r in runs if r.load >= QUIET_LOAD and r.name != TRAIN]
     predicted = [r for r in runs if r.name != TRAIN]
-
-    def median(values: list[float]) -> float:
-        ordered = sorted(values)
-        return ordered[len(ordered) // 2] if ordered else math.nan
 
     return (
         '**Where the errors come from.** Mostly the machine: "steps real / sim" is each run\'s '

@@ -204,7 +204,6 @@ def workload_stats(cfg: SimConfig, num_requests: int | None = None) -> dict[str,
 # Markdown
 
 
-
 def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{100 * x:.1f}"
 

@@ -504,7 +504,6 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write-docs", action="store_true",

@@ -229,7 +229,6 @@ def machine_lines() -> list[str]:
     ]
 
 
-
 def results_table(results: list[SpeedResult]) -> str:
     rows = [[r.case, f"{r.requests:,}", f"{r.steps:,}", f"{r.simulated_s:,.0f}",
              f"{r.wall_s:.1f}", f"{r.requests_per_wall_s:,.0f}", f"{r.peak_rss_bytes / 1e6:,.0f}"]
