@@ -91,6 +91,7 @@ def test_compare_a_run_in_memory_as_its_folder(
     assert list(tmp_path.iterdir()) == [] and in_memory.written == ()
     assert in_memory.headline.startswith("Mean abs. Diff%") and "(12 of 12)" in in_memory.headline
     assert list(in_memory.table.columns) == ["metric", "measured", "simulated", "diff_pct"]
+    assert in_memory.saturation is not None and not in_memory.saturation.measured.overloaded
     run.report("run")
     from_folder = simkv.compare("run", measured=measured, out="cmp")
     pd.testing.assert_frame_equal(from_folder.table, in_memory.table)

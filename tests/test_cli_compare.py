@@ -59,6 +59,9 @@ def test_compare_prints_the_table_and_writes_html_and_csv(replay: tuple[Path, Pa
         assert label in result.output, label
     assert "Mean abs. Diff%" in result.output and "(12 of 12)" in result.output
     assert "ITL left out" in result.output
+    assert "Measured run not in overload" in result.output
+    assert "before saturation" not in result.output
+    assert "card-after-saturation" not in (run_dir / "compare.html").read_text()
     assert (run_dir / "compare.html").is_file()
     table = pd.read_csv(run_dir / "compare.csv")
     assert len(table) == len(LABELS)
@@ -109,6 +112,13 @@ def test_bundled_rtx4090_replay_prints_every_metric(tmp_path: Path) -> None:
     for value in ("65,456.6", "60,110.9", "137,356.3", "32.4", "30.8", "86,578.3", "153,627.5"):
         assert value in result.output, value
     assert "300" in result.output
+    # the measured run is overloaded from its 13th request on (its README says the queue grows)
+    output = " ".join(result.output.split())
+    assert ("Measured run in overload from 1.5 s (its first-token queue never drained again; "
+            "287 of 300 requests arrived after)") in output  # fmt: skip
+    assert "Mean abs. Diff% before saturation" in output and "(287 requests)." in output
+    html = page.read_text()
+    assert 'id="card-before-saturation"' in html and 'id="card-after-saturation"' in html
 
 
 def test_an_out_that_cannot_take_the_page_is_one_line_and_nothing_written(

@@ -26,6 +26,7 @@ from simkv.run import simulate as run_config
 from simkv.run.load import config_of_mapping
 
 if TYPE_CHECKING:
+    from simkv.metrics.saturation import SaturationSplit
     from simkv.report.compare_real import RealComparison
 
 ConfigInput = str | Path | Mapping[str, Any] | SimConfig
@@ -110,13 +111,16 @@ def simulate(
 class Comparison:
     """A run against a measured run (``simkv compare``): ``table`` has one row per metric
     (``metric``, ``measured``, ``simulated``, ``diff_pct``), ``headline`` the mean abs. Diff%
-    line, ``notes`` what was left out; ``detail`` is the whole comparison the page draws."""
+    line, ``notes`` what was left out; ``detail`` is the whole comparison the page draws;
+    ``saturation`` whether each side is in overload and the headline error before and after
+    the measured run saturated (:mod:`simkv.metrics.saturation`)."""
 
     table: pd.DataFrame
     headline: str
     notes: tuple[str, ...]
     detail: RealComparison
     written: tuple[Path, ...] = ()
+    saturation: SaturationSplit | None = None
 
 
 def compare(
@@ -146,4 +150,4 @@ def compare(
         written = tuple(write_comparison(cmp, folder / HTML_FILE, folder / CSV_FILE))
     validation = cmp.validation
     return Comparison(validation_frame(validation), headline_text(validation),
-                      validation.notes, cmp, written)  # fmt: skip
+                      validation.notes, cmp, written, validation.saturation)  # fmt: skip

@@ -52,6 +52,7 @@ def compare(
     force: ForceOption = False,
 ) -> None:
     """Simulated vs measured, per metric (Diff%); writes compare.html and compare.csv."""
+    from simkv.metrics.saturation import saturation_lines
     from simkv.outputs import claim_file, claim_folder
     from simkv.report.compare_real import (
         CSV_FILE,
@@ -72,7 +73,9 @@ def compare(
                 with claim_file(out, simkv_page, "a simkv page", force=force) as path:
                     write_comparison(cmp, path, folder / CSV_FILE)
     title = f"{cmp.run.name} vs measured {cmp.measured.label}"
-    notes = [headline_text(cmp.validation), *cmp.validation.notes]
+    split = cmp.validation.saturation
+    notes = [headline_text(cmp.validation), *([] if split is None else saturation_lines(split)),
+             *cmp.validation.notes]  # fmt: skip
     _print_validation(title, table_rows(cmp.validation.rows), notes)
     for path in (page, run_dir / CSV_FILE):
         typer.echo(f"wrote {path}")

@@ -18,7 +18,8 @@ numpy's linear ones (:func:`simkv.metrics.summary.weighted_percentiles`); TPOT i
 in :mod:`simkv.metrics.summary`. Keys follow vLLM's benchmark names (``p95_ttft_ms`` …).
 
 ``diff_pct(sim, real) = (sim − real) / real · 100``; the headline error is the mean absolute
-Diff% over :data:`HEADLINE_KEYS` (TTFT, TPOT, E2E × mean, p50, p90, p99: 12 values).
+Diff% over :data:`HEADLINE_KEYS` (TTFT, TPOT, E2E × mean, p50, p90, p99: 12 values);
+:mod:`simkv.metrics.saturation` marks a side in overload and splits the headline error there.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from simkv.errors import InputError
+from simkv.metrics.saturation import SaturationSplit, saturation_split
 from simkv.metrics.summary import weighted_percentiles
 
 STATS: tuple[tuple[str, str, float | None], ...] = (
@@ -76,12 +78,15 @@ class Validation:
 
     ``mean_abs_diff_pct`` is over the ``headline_count`` of the :data:`HEADLINE_KEYS` that have
     a Diff% (all 12 unless a measured value is 0 or missing); None when none has.
+    ``saturation``: whether each side is in overload, and the headline error before and after
+    the measured run saturated (:mod:`simkv.metrics.saturation`).
     """
 
     rows: tuple[MetricRow, ...]
     mean_abs_diff_pct: float | None
     headline_count: int
     notes: tuple[str, ...] = ()
+    saturation: SaturationSplit | None = None
 
 
 def diff_pct(sim: float | None, real: float | None) -> float | None:
@@ -257,7 +262,14 @@ def compare_metrics(
     rows += [MetricRow(key, label, real[key], sim[key]) for key, label in RATES]
     notes = () if both_itl else (_itl_note(measured_itl, simulated_itl),)
     headline, count = mean_abs_diff_pct(tuple(rows))
-    return Validation(tuple(rows), headline, count, notes)
+    split = saturation_split(measured, simulated, _headline_error)
+    return Validation(tuple(rows), headline, count, notes, split)
+
+
+def _headline_error(measured: pd.DataFrame, simulated: pd.DataFrame) -> float | None:
+    """The headline error (mean |Diff%| over :data:`HEADLINE_KEYS`) of two request frames."""
+    real, sim = validation_metrics(measured), validation_metrics(simulated)
+    return mean_abs_diff_pct(tuple(MetricRow(k, k, real[k], sim[k]) for k in HEADLINE_KEYS))[0]
 
 
 def _itl_note(measured: ItlSamples | None, simulated: ItlSamples | None) -> str:

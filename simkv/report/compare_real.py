@@ -21,6 +21,7 @@ import pandas as pd
 
 from simkv.errors import InputError
 from simkv.measured import MeasuredRun, read_measured_run
+from simkv.metrics.saturation import saturation_lines
 from simkv.metrics.validation import (
     ItlSamples,
     MetricRow,
@@ -219,17 +220,34 @@ def table_rows(rows: tuple[MetricRow, ...]) -> list[dict[str, str]]:
     ]  # fmt: skip
 
 
+def _saturation_cards(validation: Validation) -> list[dict[str, str]]:
+    """Headline cards of the requests before and after the measured run saturated (none when
+    it is not in overload)."""
+    split = validation.saturation
+    if split is None or split.before is None or split.after is None:
+        return []
+    return [
+        {"id": f"{key}-saturation", "label": f"Mean abs. Diff%, {key} saturation",
+         "value": "—" if part.mean_abs_diff_pct is None else f"{part.mean_abs_diff_pct:.1f}%",
+         "note": f"the {part.requests:,} requests arriving {key} the measured queue last drained"}
+        for key, part in (("before", split.before), ("after", split.after))
+    ]  # fmt: skip
+
+
 def render_comparison(cmp: RealComparison) -> str:
     """The HTML page of a comparison; the same inputs give the same bytes."""
     with mpl.rc_context(dict(fg.REPORT_RC)):
         figures, figure_notes = comparison_figures(cmp)
     template = report_environment().get_template("compare_real.html.j2")
+    split = cmp.validation.saturation
     return template.render(
         name=cmp.run.name,
         measured_label=cmp.measured.label,
         setup=_setup(cmp),
         headline=headline_scope(cmp.validation),
         headline_value=cmp.validation.mean_abs_diff_pct,
+        parts=_saturation_cards(cmp.validation),
+        saturation=[] if split is None else saturation_lines(split),
         rows=table_rows(cmp.validation.rows),
         notes=[*cmp.validation.notes, *cmp.measured.notes, *figure_notes],
         figures=figures,
