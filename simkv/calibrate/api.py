@@ -17,6 +17,7 @@ import numpy as np
 from simkv.calibrate.fit import FitResult, check_knobs, fit_run, fit_steps, step_errors
 from simkv.calibrate.runs import replay_config, replay_validation, run_objective
 from simkv.calibrate.steps import StepSample, is_step_table, read_step_samples
+from simkv.calibrate.trust import Trust, holdout_parts, run_trust, step_trust
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.hardware import load_gpu_preset
 from simkv.config.sim import SimConfig
@@ -59,6 +60,7 @@ class Calibration:
     samples: tuple[StepSample, ...] = ()
     notes: list[str] = field(default_factory=list)
     validations: tuple[tuple[str, Validation], ...] = ()  # request level: each run, fitted
+    trust: Trust | None = None  # held-out error, residual pattern, verdict
 
 
 def step_knobs(samples: Sequence[StepSample]) -> tuple[str, ...]:
@@ -127,7 +129,8 @@ def calibrate(
     step tables pooled into one least-squares fit, measured runs by the mean of their replays'
     errors (``configs``: one replay config per run, else each is built from its run). All
     sources are of one level. Every problem is an :class:`InputError`. ``progress(done,
-    budget)``: the request-level fit's simulations (a step-level fit takes a second)."""
+    budget)``: the request-level fit's simulations, or the step-level fits (the fit, then one
+    per held-out part: :func:`simkv.calibrate.trust.holdout`)."""
     start = start or RooflineCostConfig()
     if not sources:
         raise InputError("give at least one source")
@@ -140,8 +143,18 @@ def calibrate(
     if all(steps):
         samples = _step_samples(sources, model, gpu, tp)
         chosen = check_knobs(knobs) if knobs else step_knobs(samples)
-        return Calibration(fit_steps(start, samples, chosen), "step", _label(sources),
-                           tuple(samples))  # fmt: skip
+        fits = 1 + len(holdout_parts(samples)[1]) if len(samples) >= 4 else 1
+        done = [0]
+
+        def fitted() -> None:
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], fits)
+
+        result = fit_steps(start, samples, chosen)
+        fitted()
+        trust = step_trust(start, result.config, samples, chosen, _refit, fitted)
+        return Calibration(result, "step", _label(sources), tuple(samples), trust=trust)
     replays = _replays(sources, configs, model, gpu)
     objectives = [run_objective(cfg, base_dir, run) for run, cfg, base_dir in replays]
 
@@ -155,7 +168,15 @@ def calibrate(
         for run, cfg, base_dir in replays
     )
     notes = [note for run, _, _ in replays for note in run.notes]
-    return Calibration(result, "request", _label(sources), notes=notes, validations=validations)
+    return Calibration(result, "request", _label(sources), notes=notes, validations=validations,
+                       trust=run_trust(result.config, chosen))  # fmt: skip
+
+
+def _refit(
+    start: RooflineCostConfig, samples: Sequence[StepSample], knobs: Sequence[str]
+) -> RooflineCostConfig:
+    """A step fit's config (the held-out fits of :func:`simkv.calibrate.trust.holdout`)."""
+    return fit_steps(start, samples, knobs).config
 
 
 def residual_rows(cal: Calibration) -> list[tuple[str, int, str, int, float, float]]:

@@ -121,6 +121,10 @@ def _print_calibration(cal: Calibration) -> None:
     )
     for knob in fit.at_bounds:
         console.print(f"note: {knob} ended at a bound of its range (simkv.calibrate.fit.KNOBS)")
+    if cal.trust is not None:
+        for line in (cal.trust.holdout, cal.trust.pattern):
+            if line is not None:
+                console.print(line, soft_wrap=True)
     for note in cal.notes:
         console.print(f"note: {note}")
 
@@ -186,7 +190,7 @@ def calibrate(
         if out is not None:  # refused before the fit, not after it
             with claim_file(out, simkv_profile, what, force=force):
                 pass
-        with stderr_progress("calibrating: simulations of the fit") as progress:
+        with stderr_progress("calibrating") as progress:
             cal = run_calibration(
                 sources,
                 start=read_profile(start) if start else None,
@@ -203,6 +207,7 @@ def calibrate(
         f"simkv calibration profile: {cal.level}-level fit on {', '.join(map(str, sources))}",
         f"fitted: {', '.join(cal.result.knobs)}; the other values are the start's",
         f"mean abs. error {cal.result.error:.2%} (start {cal.result.start_error:.2%})",
+        *([] if cal.trust is None else [cal.trust.holdout, cal.trust.verdict]),
         "use it from a run config: cost_model: {profile: <path to this file>}",
     ]
     _print_calibration(cal)
@@ -213,6 +218,8 @@ def calibrate(
             "written",
             err=True,
         )
+        if cal.trust is not None:
+            typer.echo(cal.trust.verdict, err=True)
         raise typer.Exit(code=1)
     with input_errors(ctx), claim_file(path, simkv_profile, what, force=force) as target:
         write_profile(cal.result.config, target, header)
@@ -230,6 +237,8 @@ def _print_use(cal: Calibration, path: Path) -> None:
     for knob in cal.result.knobs:
         plausible, line = plausibility(knob, getattr(cal.result.config, knob))
         typer.echo(("  ok     " if plausible else "  check  ") + line)
+    if cal.trust is not None:
+        typer.echo(cal.trust.verdict)
 
 
 def _check_limits(max_evals: int, max_error: float) -> None:

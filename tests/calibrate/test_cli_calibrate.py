@@ -44,6 +44,11 @@ def test_step_table_to_profile_to_run_config(tmp_path: Path) -> None:
     fitted = read_profile(profile)
     assert fitted.step_overhead_ms == pytest.approx(TRUE.step_overhead_ms, rel=0.01)
     assert profile.read_text().startswith("# simkv calibration profile: step-level fit")
+    # how far to trust it: held out, then the verdict last (TRUE's knobs are not all in range)
+    assert "held out (alternate halves): " in result.output
+    verdict = result.output.strip().splitlines()[-1]
+    assert verdict.startswith("verdict: ")
+    assert f"# {verdict}" in profile.read_text()
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump({
         "name": "calibrated",
@@ -100,6 +105,9 @@ def test_request_level_fit_recovers_the_step_overhead(tmp_path: Path) -> None:
     assert "→ 0.0%" in result.output
     assert "measured vs simulated with the fitted profile" in result.output  # per metric
     assert "TTFT P99" in result.output and "Latency Mean" in result.output
+    assert "held out: none at request level" in result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "verdict: transferable (every fitted knob within its range)")  # fmt: skip
 
 
 @pytest.mark.parametrize(
