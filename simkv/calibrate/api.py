@@ -39,10 +39,10 @@ STEP_KNOBS = (
 ones: :func:`step_knobs`). The weight-read efficiency keeps its value (0.9 of the HBM spec):
 streaming the weights costs the same in every step, so step data confound it with the fixed
 overhead and, across tp degrees, with the all-reduce latency's growth. Fitted anyway, it
-runs to the ends of the physical range (DistServe's OPT-13B drives it to its bound, 1,
-Splitwise's Llama-2-70B down to 0.66) and extrapolates badly: held out on Splitwise TP 8,
-decode steps come out about 16 % slow with it fitted, within 3 % with it held
-(benchmarks/sim_vs_real.py)."""
+runs to the ends of its physical range (DistServe's OPT-13B to the top, Splitwise's
+Llama-2-70B to the bottom; unbounded, they went to 1 and 0.66) and extrapolates badly: held
+out on Splitwise TP 8, decode steps came out about 16 % slow with it fitted unbounded, within
+3 % with it held (benchmarks/sim_vs_real.py)."""
 RUN_KNOBS = ("step_overhead_ms", "seq_overhead_ms", "gemm_efficiency", "kv_read_efficiency")
 """Knobs a request-level fit changes by default: each run simulation costs a fraction of a
 second, so four — the host overheads, which set TPOT at small batches, and the two

@@ -1,9 +1,9 @@
 """Fitting the roofline's knobs to measurements, deterministically (scipy).
 
-Knobs are fitted in log space within the bounds of :data:`KNOBS` (so an efficiency or an
-overhead stays positive), under a weak prior centred on the starting config
-(:data:`PRIOR_SIGMA`: a direction the data leave flat stays at the start; ``prior=False``
-drops it). Two kinds of data:
+Knobs are fitted in log space within the bounds of :data:`KNOBS` (an efficiency within its
+physical range, :data:`PHYSICAL`; an overhead positive), under a weak prior centred on the
+starting config (:data:`PRIOR_SIGMA`: a direction the data leave flat stays at the start;
+``prior=False`` drops it). Two kinds of data:
 
 * **step samples** (:mod:`simkv.calibrate.steps`): ``scipy.optimize.least_squares`` (trust
   region reflective, a deterministic method) on the log-ratio of predicted to measured step
@@ -33,24 +33,43 @@ from simkv.errors import InputError
 
 __all__ = [
     "KNOBS",
+    "PHYSICAL",
     "FitResult",
     "fit_log_ratios",
     "fit_run",
     "fit_steps",
     "step_error",
     "step_errors",
+    "step_limits",
 ]
+
+PHYSICAL: dict[str, tuple[float, float, str]] = {
+    "weight_read_efficiency": (0.8, 0.93, "of the memory bandwidth spec"),
+    "kv_read_efficiency": (0.5, 0.93, "of the memory bandwidth spec"),
+    "gemm_efficiency": (0.6, 1.0, "of the sustained matmul rate"),
+    "attention_efficiency": (0.3, 1.0, "of the sustained matmul rate"),
+}
+"""Knob → (low, high, of what) of an efficiency's physical range, as shares of the device
+figure the cost model prices it against (:class:`simkv.config.hardware.GpuSpec`: the tensor
+rate is the board's measured sustained matmul rate where its preset has one). Streaming kernels
+reach 80-93 % of a memory bandwidth spec, so no read beats 0.93; the kernel-level fits of vLLM
+0.19's own kernels (docs/cost-model.md: the linear layers at 0.98 of the sustained rate, the
+attention layer's KV reads at 0.86 and its prefill attention at 0.52) sit inside these ranges,
+each with room for other kernels of the same kind; a matmul cannot beat the rate a large
+matmul sustains (1.0). These are the fit's bounds for these knobs (:data:`KNOBS`): a fit
+cannot buy its error with an efficiency no kernel reaches, and one that ends on a bound says
+so (:mod:`simkv.calibrate.trust`)."""
 
 KNOBS: dict[str, tuple[float, float]] = {
     "step_overhead_ms": (1e-3, 500.0),
     "seq_overhead_ms": (1e-5, 10.0),
     "worker_overhead_ms": (1e-3, 100.0),
     "prefill_overhead_ms": (1e-4, 100.0),
-    "gemm_efficiency": (0.02, 4.0),
+    "gemm_efficiency": PHYSICAL["gemm_efficiency"][:2],
     "linear_overlap_exponent": (1.0, 64.0),
-    "weight_read_efficiency": (0.02, 1.0),
-    "kv_read_efficiency": (0.02, 1.0),
-    "attention_efficiency": (0.005, 4.0),
+    "weight_read_efficiency": PHYSICAL["weight_read_efficiency"][:2],
+    "kv_read_efficiency": PHYSICAL["kv_read_efficiency"][:2],
+    "attention_efficiency": PHYSICAL["attention_efficiency"][:2],
     "attention_floor_us": (0.01, 1000.0),
     "mixed_gqa_reread": (0.001, 1.0),
     "allreduce_latency_us": (0.1, 5000.0),
@@ -58,12 +77,11 @@ KNOBS: dict[str, tuple[float, float]] = {
     "pcie_hop_latency_us": (0.1, 5000.0),
     "interconnect_efficiency": (0.02, 4.0),
 }
-"""Every fittable knob of :class:`RooflineCostConfig` and its bounds (the fit stays inside).
-The two HBM read efficiencies stop at 1: a spec sheet's memory bandwidth is a physical peak
-(streaming kernels reach 80-93 % of it), so a fit asking for more is absorbing a term the
-model lacks (e.g. a fixed cost that does not shrink with the tensor-parallel degree), not
-measuring a bandwidth. Tensor FLOP/s may exceed the spec (some sheets quote the slower
-FP32-accumulate rate), hence 4."""
+"""Every fittable knob of :class:`RooflineCostConfig` and its bounds (the fit stays inside):
+the efficiencies' physical ranges (:data:`PHYSICAL`), the overheads' and latencies' plain
+limits (they differ by engine generation and machine; a step fit also keeps the fixed step
+overhead below the data's smallest step: :func:`step_limits`). The interconnect efficiency
+may exceed 1 (a ring's bus bandwidth counts both directions of a link)."""
 
 WIDE_PRIOR = math.log(4.0)
 PRIOR_SIGMA: dict[str, float] = {
@@ -113,14 +131,20 @@ class FitResult:
     error: float
     start_error: float
     evaluations: int
+    limits: tuple[tuple[str, float, float], ...] = ()  # bounds narrower than KNOBS'
+
+    def bounds(self, knob: str) -> tuple[float, float]:
+        """The bounds ``knob`` was fitted within: :data:`KNOBS`', or the fit's own."""
+        own = {name: (low, high) for name, low, high in self.limits}
+        return own.get(knob, KNOBS[knob])
 
     @property
     def at_bounds(self) -> tuple[str, ...]:
-        """Knobs that ended within 1 % of a bound of :data:`KNOBS` (the data pushed them out
-        of the physical range: a sign the model lacks a term the data has)."""
+        """Knobs that ended within 1 % of a bound they were fitted within (the data pushed
+        them to the end of the physical range: a sign the model lacks a term the data has)."""
         out = []
         for knob in self.knobs:
-            low, high = KNOBS[knob]
+            low, high = self.bounds(knob)
             value = getattr(self.config, knob)
             if value <= low * 1.01 or value >= high * 0.99:
                 out.append(knob)
@@ -138,10 +162,13 @@ def check_knobs(knobs: Sequence[str]) -> tuple[str, ...]:
     return tuple(knobs)
 
 
-def _start(cfg: RooflineCostConfig, knobs: Sequence[str]) -> np.ndarray:
+def _start(
+    cfg: RooflineCostConfig, knobs: Sequence[str], within: dict[str, tuple[float, float]] = KNOBS
+) -> np.ndarray:
+    """The start's knobs in log space, each moved inside its bounds."""
     values = []
     for name in knobs:
-        low, high = KNOBS[name]
+        low, high = within[name]
         value = getattr(cfg, name) or _START_IF_ZERO.get(name, low)
         values.append(math.log(min(max(value, low), high)))
     return np.array(values)
@@ -195,15 +222,18 @@ def fit_log_ratios(
     measured: np.ndarray,
     *,
     prior: bool,
+    limits: dict[str, tuple[float, float]] | None = None,
 ) -> tuple[RooflineCostConfig, int]:
     """``start`` with ``knobs`` set by least squares on ``log(predict(cfg) / measured)`` (each
-    knob in log space within :data:`KNOBS`' bounds, trust region reflective, deterministic),
+    knob in log space within :data:`KNOBS`' bounds, or ``limits``' where given; trust region
+    reflective, deterministic),
     plus the weak log-space prior centred on ``start`` if ``prior``; and the number of
     evaluations. The solver of every least-squares fit: step samples here, kernel profiles in
     :mod:`simkv.calibrate.kernels`."""
     log_measured = np.log(measured)
     count = 0
-    x0 = _start(start, knobs)
+    within = {**KNOBS, **(limits or {})}
+    x0 = _start(start, knobs, within)
     weight = _prior_weights(knobs, prior)
 
     def residuals(x: np.ndarray) -> np.ndarray:
@@ -212,7 +242,7 @@ def fit_log_ratios(
         data = np.log(predict(_with(start, knobs, x))) - log_measured
         return np.concatenate([data, weight * (x - x0)])
 
-    bounds = np.log([KNOBS[k] for k in knobs]).T
+    bounds = np.log([within[k] for k in knobs]).T
     result = least_squares(
         residuals,
         x0,
@@ -240,8 +270,9 @@ def fit_steps(
     if len(samples) < len(knobs):
         raise InputError(f"{len(samples)} steps cannot determine {len(knobs)} knobs", field="--fit")
     measured = np.array([s.time_ms for s in samples])
+    limits = step_limits(samples)
     fitted, count = fit_log_ratios(
-        start, knobs, lambda cfg: _predict_ms(cfg, samples), measured, prior=prior
+        start, knobs, lambda cfg: _predict_ms(cfg, samples), measured, prior=prior, limits=limits
     )
     return FitResult(
         start=start,
@@ -250,7 +281,16 @@ def fit_steps(
         error=step_error(fitted, samples),
         start_error=step_error(start, samples),
         evaluations=count,
+        limits=tuple((knob, *bounds) for knob, bounds in limits.items()),
     )
+
+
+def step_limits(samples: Sequence[StepSample]) -> dict[str, tuple[float, float]]:
+    """Bounds a step fit adds to :data:`KNOBS`: the fixed step overhead below the smallest
+    measured step (every step pays it, so none can be shorter)."""
+    low, high = KNOBS["step_overhead_ms"]
+    smallest = min(s.time_ms for s in samples)
+    return {"step_overhead_ms": (min(low, smallest), min(high, smallest))}
 
 
 RunObjective = Callable[[RooflineCostConfig], float]

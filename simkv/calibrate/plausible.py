@@ -1,43 +1,47 @@
 """Whether a fitted knob is physically plausible: its value against the range real kernels
 reach, one line per fitted knob after ``simkv calibrate``.
 
-Only the efficiencies have a physical range (:data:`PHYSICAL`); the host overheads and
-latencies differ by engine generation and machine, so they are judged against the fit's bounds
-(:data:`simkv.calibrate.fit.KNOBS`) alone: a knob at a bound means the data pushed it out of
-the model's range.
+The efficiencies have a physical range (:data:`simkv.calibrate.fit.PHYSICAL`), which a fit
+cannot leave (it is their fit range); the host overheads and latencies differ by engine
+generation and machine, so they are judged against the fit's bounds
+(:data:`simkv.calibrate.fit.KNOBS`) alone. Either way a knob that ends on a bound is suspect:
+the data pushed it to the end of what the model allows, so the model lacks a term the data
+has (:data:`SUSPECTS` names the likeliest).
 """
 
 from __future__ import annotations
 
-from simkv.calibrate.fit import KNOBS
+from simkv.calibrate.fit import KNOBS, PHYSICAL
 
-PHYSICAL: dict[str, tuple[float, float, str]] = {
-    "weight_read_efficiency": (0.8, 0.93, "of the memory bandwidth spec"),
-    "kv_read_efficiency": (0.5, 0.93, "of the memory bandwidth spec"),
-    "gemm_efficiency": (0.6, 1.0, "of the sustained matmul rate"),
-    "attention_efficiency": (0.3, 1.0, "of the sustained matmul rate"),
-}
-"""Knob → (low, high, of what) of its physical range, as shares of the device figure the cost
-model prices it against (:class:`simkv.config.hardware.GpuSpec`: the tensor rate is the
-board's measured sustained matmul rate where its preset has one). Streaming kernels reach
-80-93 % of a memory bandwidth spec, so no read beats 0.93; the kernel-level fits of vLLM
-0.19's own kernels (docs/cost-model.md: the linear layers at 0.98 of the sustained rate, the
-attention layer's KV reads at 0.86 and its prefill attention at 0.52) sit inside these ranges,
-each with room for other kernels of the same kind; a matmul cannot beat the rate a large
-matmul sustains (1.0)."""
+AT_BOUND = 0.01
+"""A knob within this share of a bound of its range sits on it."""
+
+
+def _range(knob: str) -> tuple[float, float, str]:
+    """(low, high, what the range is) of ``knob``."""
+    if knob in PHYSICAL:
+        low, high, of = PHYSICAL[knob]
+        return low, high, f"{low:g}-{high:g} {of}"
+    low, high = KNOBS[knob]
+    return low, high, f"the fit range {low:g}-{high:g}"
+
+
+def knob_state(knob: str, value: float) -> str:
+    """``within`` its range, ``at`` a bound (:data:`AT_BOUND`), or ``outside`` it."""
+    low, high, _ = _range(knob)
+    if value < low or value > high:
+        return "outside"
+    if value <= low * (1 + AT_BOUND) or value >= high * (1 - AT_BOUND):
+        return "at"
+    return "within"
 
 
 def plausibility(knob: str, value: float) -> tuple[bool, str]:
-    """``(plausible, line)`` for fitted ``knob`` = ``value`` (a line of at most 72 columns)."""
-    if knob in PHYSICAL:
-        low, high, of = PHYSICAL[knob]
-        inside = low <= value <= high
-        where = "within" if inside else "outside"
-        return inside, f"{knob} {value:.4g}: {where} {low:g}-{high:g} {of}"
-    low, high = KNOBS[knob]
-    at_bound = value <= low * 1.01 or value >= high * 0.99
-    state = "at a bound of" if at_bound else "inside"
-    return not at_bound, f"{knob} {value:.4g}: {state} the fit range {low:g}-{high:g}"
+    """``(plausible, line)`` for fitted ``knob`` = ``value``: inside its range and off its
+    bounds (a line of at most 72 columns)."""
+    state = knob_state(knob, value)
+    said = {"within": "within", "at": "at a bound of", "outside": "outside"}[state]
+    return state == "within", f"{knob} {value:.4g}: {said} {_range(knob)[2]}"
 
 
 SUSPECTS: dict[str, tuple[str, str]] = {
@@ -76,15 +80,16 @@ SUSPECTS: dict[str, tuple[str, str]] = {
         "not modelled",
     ),
 }
-"""Knob → (sentence when it falls below its range, sentence when above): the unmodelled effect
-most likely behind a fitted knob out of range (an efficiency outside :data:`PHYSICAL`, another
-knob at a bound of its fit range). A knob not listed gets :func:`suspect`'s generic one."""
+"""Knob → (sentence at or below the low end of its range, sentence at or above the high end):
+the unmodelled effect most likely behind a fitted knob there. A knob not listed gets
+:func:`suspect`'s generic one."""
 
 
 def suspect(knob: str, value: float) -> str:
-    """The effect most likely behind ``knob`` = ``value`` being out of its range."""
-    low, _ = PHYSICAL[knob][:2] if knob in PHYSICAL else KNOBS[knob]
-    below = value <= low * 1.01 if knob not in PHYSICAL else value < low
+    """The effect most likely behind ``knob`` = ``value`` being at or past an end of its
+    range."""
+    low, high, _ = _range(knob)
+    below = abs(value - low) <= abs(value - high) if low <= value <= high else value < low
     if knob in SUSPECTS:
         return SUSPECTS[knob][0 if below else 1]
     side = "low" if below else "high"

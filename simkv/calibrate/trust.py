@@ -17,7 +17,7 @@ After a fit, ``simkv calibrate`` prints three things beside the in-sample error:
   "predicted / measured falls 12 % from its lowest to its highest third" of the batch size: a
   cost growing with the batch is missing.
 * **a verdict** (:func:`verdict`): ``transferable`` when every fitted knob lies in its range
-  (:func:`simkv.calibrate.plausible.plausibility`), else the first knob out of it with the
+  (:func:`simkv.calibrate.plausible.knob_state`), else the first knob out of it with the
   effect most likely behind it (:data:`simkv.calibrate.plausible.SUSPECTS`).
 """
 
@@ -31,7 +31,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from simkv.calibrate.fit import step_errors
-from simkv.calibrate.plausible import plausibility, suspect
+from simkv.calibrate.plausible import knob_state, suspect
 from simkv.calibrate.steps import StepSample
 from simkv.config.cost import RooflineCostConfig
 
@@ -163,14 +163,16 @@ def _spread(values: np.ndarray, log_error: np.ndarray) -> float:
 
 
 def verdict(cfg: RooflineCostConfig, knobs: Sequence[str]) -> str:
-    """One line: ``transferable`` when every fitted knob is in range, else the first knob out
-    of range and the effect most likely behind it."""
+    """One line: ``transferable`` when every fitted knob lies inside its range, off its bounds
+    (:func:`simkv.calibrate.plausible.knob_state`), else the first knob that does not and
+    the effect most likely behind it."""
     out = []
     for knob in knobs:
         value = getattr(cfg, knob)
-        plausible, _ = plausibility(knob, value)
-        if not plausible:
-            out.append(f"{knob} {value:.4g} out of range: {suspect(knob, value)}")
+        state = knob_state(knob, value)
+        if state != "within":
+            where = "outside its range" if state == "outside" else "at a bound of its range"
+            out.append(f"{knob} {value:.4g} {where}: {suspect(knob, value)}")
     if not out:
         return "verdict: transferable (every fitted knob within its range)"
     more = f" (and {len(out) - 1} more knob{'s' if len(out) > 2 else ''})" if len(out) > 1 else ""

@@ -23,9 +23,10 @@ from simkv.errors import InputError
 
 MEASURED = Path(__file__).parents[2] / "traces" / "measured"
 TRUE = RooflineCostConfig(
-    step_overhead_ms=7.5, seq_overhead_ms=0.04, gemm_efficiency=0.55,
-    weight_read_efficiency=0.7, kv_read_efficiency=0.6, attention_efficiency=0.3,
+    step_overhead_ms=7.5, seq_overhead_ms=0.04, gemm_efficiency=0.7,
+    weight_read_efficiency=0.84, kv_read_efficiency=0.6, attention_efficiency=0.4,
 )  # fmt: skip
+"""Knobs away from the defaults, each efficiency inside its physical range (the fit's bounds)."""
 KNOBS = ("step_overhead_ms", "seq_overhead_ms", "gemm_efficiency", "weight_read_efficiency",
          "kv_read_efficiency", "attention_efficiency")  # fmt: skip
 
@@ -224,7 +225,8 @@ def test_prior_holds_a_knob_the_data_cannot_separate() -> None:
 
 def test_bandwidth_efficiencies_stop_at_the_spec_sheet() -> None:
     """A step set whose weights would have to stream at 1.5× the HBM spec ends the
-    weight-read efficiency at its bound of 1 (reported by ``at_bounds``), not above it."""
+    weight-read efficiency at the top of its physical range, 0.93 (reported by
+    ``at_bounds``), not above it."""
     fast = TRUE.model_copy(update={"weight_read_efficiency": 1.5, "step_overhead_ms": 0.5})
     model, gpu = load_model_preset("llama-3.1-8b"), load_gpu_preset("a100-80gb")
     cost = RooflineCostModel(fast, model, gpu, tensor_parallel=1, block_size=16)
@@ -232,7 +234,7 @@ def test_bandwidth_efficiencies_stop_at_the_spec_sheet() -> None:
                           cost.step_time_s(decode_work(b, 64)) * 1e3, "decode")
                for b in (1, 2, 4)]  # fmt: skip
     result = fit_steps(TRUE, samples, ("weight_read_efficiency",))
-    assert result.config.weight_read_efficiency == pytest.approx(1.0)
+    assert result.config.weight_read_efficiency == pytest.approx(0.93)
     assert result.at_bounds == ("weight_read_efficiency",)
 
 
