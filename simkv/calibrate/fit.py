@@ -294,6 +294,9 @@ def step_limits(samples: Sequence[StepSample]) -> dict[str, tuple[float, float]]
 
 
 RunObjective = Callable[[RooflineCostConfig], float]
+OUTSIDE_PENALTY = 1.0
+"""Score a request-level fit adds per unit of log distance a candidate lies outside the bounds
+(priced at the nearest point inside): a slope back in, where an infinite score would not do."""
 SIMPLEX_STEP = math.log(1.5)
 """Edge of Nelder–Mead's first simplex in log space: each knob first tries 1.5× its start.
 (scipy's default edge is 5 % of the coordinate, i.e. ~0 for a knob starting at 1 ms, whose
@@ -318,19 +321,22 @@ def fit_run(
     x0 = _start(start, knobs)
     weight = _prior_weights(knobs, prior)
 
+    low, high = np.log([KNOBS[k] for k in knobs]).T
+
     def score(x: np.ndarray) -> float:
         nonlocal count
         count += 1
         if progress is not None:  # evaluations so far of the budget
             progress(count, max(max_evaluations, count))
-        bounds = np.log([KNOBS[k] for k in knobs])
-        if np.any(x < bounds[:, 0]) or np.any(x > bounds[:, 1]):
-            return math.inf
-        error = objective(_with(start, knobs, x))
-        return math.sqrt(error**2 + float(np.sum((weight * (x - x0)) ** 2)))
+        inside = np.clip(x, low, high)  # the nearest point within the bounds, and how far out
+        error = objective(_with(start, knobs, inside))
+        prior_term = float(np.sum((weight * (inside - x0)) ** 2))
+        return math.sqrt(error**2 + prior_term) + OUTSIDE_PENALTY * np.sum(np.abs(x - inside))
 
     start_error = score(x0)
-    simplex = np.vstack([x0, x0 + SIMPLEX_STEP * np.eye(len(knobs))])
+    # each knob's first step goes 1.5× up, or down where up leaves its bounds
+    steps = np.where(x0 + SIMPLEX_STEP <= high, SIMPLEX_STEP, -SIMPLEX_STEP)
+    simplex = np.vstack([x0, x0 + np.diag(steps)])
     result = minimize(
         score,
         x0,
@@ -338,5 +344,8 @@ def fit_run(
         options={"maxfev": max_evaluations, "xatol": 1e-3, "fatol": 1e-4,
                  "initial_simplex": simplex},
     )  # fmt: skip
-    fitted = _with(start, knobs, result.x)
+    best = np.clip(result.x, low, high)
+    if score(best) > start_error:  # a budget that ran out above the start keeps the start
+        best = x0
+    fitted = _with(start, knobs, best)
     return FitResult(start, fitted, knobs, objective(fitted), start_error, count)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -264,6 +265,31 @@ def test_run_fit_moves_a_knob_that_starts_at_one() -> None:
     result = fit_run(start, objective, ("step_overhead_ms",), max_evaluations=60, prior=False)
     assert result.config.step_overhead_ms == pytest.approx(3.0, rel=0.01)
     assert result.error < 0.01 < result.start_error
+
+
+def test_run_fit_near_a_bound_steps_inward_and_stops_at_the_bound() -> None:
+    """GEMM efficiency starts at 0.98, under its physical bound of 1: the first simplex steps
+    down (1.5× up would leave the range), so the fit still finds 0.8; an optimum beyond the
+    bound (1.6) ends on the bound, never past it, and never worse than the start."""
+
+    def objective_at(best: float) -> Callable[[RooflineCostConfig], float]:
+        return lambda cfg: abs(cfg.gemm_efficiency - best) / best
+
+    start = RooflineCostConfig(gemm_efficiency=0.98)
+    tried: list[float] = []
+
+    def recorded(cfg: RooflineCostConfig) -> float:
+        tried.append(cfg.gemm_efficiency)
+        return objective_at(0.8)(cfg)
+
+    inside = fit_run(start, recorded, ("gemm_efficiency",), max_evaluations=60, prior=False)
+    assert tried[:3] == pytest.approx([0.98, 0.98, 0.98 / 1.5])  # the start (twice), 1.5× down
+    assert inside.config.gemm_efficiency == pytest.approx(0.8, rel=0.01)
+    beyond = fit_run(start, objective_at(1.6), ("gemm_efficiency",), max_evaluations=60,
+                     prior=False)  # fmt: skip
+    assert beyond.config.gemm_efficiency == pytest.approx(1.0, rel=1e-3)
+    assert beyond.at_bounds == ("gemm_efficiency",)
+    assert beyond.error <= beyond.start_error
 
 
 def test_run_fit_prior_splits_what_the_run_cannot() -> None:
