@@ -187,6 +187,10 @@ def capacity(
         if staging is not None:
             for one in folders:
                 _report(one)
+            if options is not None:
+                from simkv.report.options_report import write_options_report
+
+                write_options_report(folder)
             staging.keep = failed and staging.earlier
         answer = read_json_file(folder / CAPACITY_FILE)[0]
         tables = [pd.read_parquet(one / "sweep.parquet") for one in folders]

@@ -31,6 +31,7 @@ def fleet_capacity(
     from simkv.config.fleet_options import load_fleet_options
     from simkv.outputs import Kind, new_output
     from simkv.progress import stderr_rounds
+    from simkv.report.options_report import write_options_report
     from simkv.report.sweep_report import write_sweep_report
     from simkv.run import load_config
 
@@ -56,6 +57,8 @@ def fleet_capacity(
                     found = find_cheapest(config, sets, work, opts, options, on_round)
                 reports = [out_dir / write_sweep_report(f.out_dir).relative_to(work)
                            for f in found]  # fmt: skip
+                if options is not None:
+                    reports.insert(0, out_dir / write_options_report(work).relative_to(work))
                 staging.keep = staging.earlier and any(f.failure is not None for f in found)
         except KeyboardInterrupt:
             typer.echo(interrupted_search(out_dir), err=True)
@@ -122,24 +125,15 @@ def count_answer(found: CountFound, opts: CountOptions) -> str:
 
 
 def _print_options(found: list[CountFound], opts: CountOptions) -> CountFound | None:
-    """The options table (cheapest and Pareto front marked) and the answer line; returns
-    the cheapest option's search (None when none is named)."""
+    """The options' tables (:mod:`simkv.cli.options_table`), the Pareto front and the answer
+    line; returns the cheapest option's search (None when none is named)."""
     from simkv.capacity.replicas import compared, first_option_failure
-    from simkv.report.conventions import format_ms
+    from simkv.cli import options_table as ot
 
     rows = [f.row for f in found]
     best, front = compared(found)
-    typer.echo(f"{'option':<16} {'replicas':>8} {'GPUs':>5} {'cost/h':>9} {'req/s':>7} "
-               f"{'p99 TTFT':>9} {'p99 TPOT':>9}")  # fmt: skip
-    for row, on_front in zip(rows, front, strict=True):
-        marks = ", ".join(m for m, on in (("cheapest", row is best), ("Pareto", on_front)) if on)
-        cells = ["—"] * 5 if row.replicas is None else [
-            str(row.replicas), str(row.gpus), f"{row.cost_per_hour:,.2f}",
-            f"{row.request_throughput or 0:.3g}", format_ms(row.p99_ttft_ms),
-        ]  # fmt: skip
-        tpot = "—" if row.replicas is None else format_ms(row.p99_tpot_ms)
-        typer.echo(f"{row.name:<16} {cells[0]:>8} {cells[1]:>5} {cells[2]:>9} {cells[3]:>7} "
-                   f"{cells[4]:>9} {tpot:>9}  {marks}".rstrip())  # fmt: skip
+    for line in [*ot.answer_table(rows), *ot.units_table(rows)]:
+        typer.echo(line)
     failed = first_option_failure(found)
     if failed is not None and failed.failure is not None:
         typer.echo(f"answer: none: option {failed.row.name}: {failed.failure.sentence()}; "
@@ -149,9 +143,10 @@ def _print_options(found: list[CountFound], opts: CountOptions) -> CountFound | 
         typer.echo(f"answer: none meets: no option meets the SLOs at {opts.at_rate:g} req/s "
                    f"with up to {_replicas(opts.count_max)}")  # fmt: skip
         return None
-    typer.echo(f"answer: cheapest fleet at {opts.at_rate:g} req/s: {best.name}, "
-               f"{_replicas(best.replicas or 0)} × TP{best.tensor_parallel} = {best.gpus} GPUs, "
-               f"{best.cost_per_hour:,.2f} per hour")  # fmt: skip
+    marks = ot.marks_line(rows, best, front)
+    if marks:
+        typer.echo(marks)
+    typer.echo("answer: " + ot.cheapest_sentence(best, opts.at_rate))
     return found[rows.index(best)]
 
 

@@ -60,7 +60,10 @@ def test_the_cheapest_fleet_among_options(config: Path, tmp_path: Path) -> None:
     assert rows["a100-tp2"]["tensor_parallel"] == 2
     best = min(rows.values(), key=lambda row: (row["cost_per_hour"], row["gpus"]))
     assert fleets["cheapest"] == best["name"] and best["cheapest"] and best["pareto"]
-    assert f"answer: cheapest fleet at 150 req/s: {best['name']}" in done.stdout
+    assert f"answer: cheapest at 150 req/s: {best['name']}" in done.stdout
+    assert fleets["currency"] == "USD"  # the options file names none
+    assert f"${best['cost_per_hour']:,.2f} per hour" in done.stdout
+    assert "wrote reports/cap-fleets/options.html" in done.stdout
 
 
 def test_no_count_meets_is_an_answer(config: Path, tmp_path: Path) -> None:
