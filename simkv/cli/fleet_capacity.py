@@ -50,7 +50,7 @@ def fleet_capacity(
                 new_output(out_dir, Kind.CAPACITY, force=force) as staging,
                 stderr_rounds(f"{suffix} {name}", total) as step,
             ):
-                work, on_round = staging.path, _rounds(step)
+                work, on_round = staging.path, count_rounds(step)
                 if options is None:
                     found = [find_min_count(config, sets, work, opts, on_round)]
                 else:
@@ -150,8 +150,9 @@ def _print_options(found: list[CountFound], opts: CountOptions) -> CountFound | 
     return found[rows.index(best)]
 
 
-def _rounds(step: Callable[[str, int], None]) -> Callable[[str, list[int]], None]:
-    """The searches' round callback: each round's counts, and the runs done before it."""
+def count_rounds(step: Callable[[str, int], None]) -> Callable[[str, list[int]], None]:
+    """The count searches' round callback for a progress bar's ``step``: each round's counts
+    (after the option's name, when there is one), and the runs done before it."""
     done = 0
 
     def on_round(option: str, counts: list[int]) -> None:

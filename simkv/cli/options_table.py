@@ -81,9 +81,10 @@ def marks_line(rows: list[OptionRow], best: OptionRow | None, front: list[bool])
 
 
 def cheapest_sentence(best: OptionRow, at_rate: float) -> str:
-    """``cheapest at 8 req/s: h100-tp1, 1 replica × TP1 = 1 GPU, $3.50 per hour``."""
+    """``cheapest at 8 req/s: h100-tp1, 1 replica × TP1 = 1 GPU, $3.50/h``."""
     replicas = f"{best.replicas} replica" + ("" if best.replicas == 1 else "s")
     gpus = f"{best.gpus} GPU" + ("" if best.gpus == 1 else "s")
-    return (f"cheapest at {at_rate:g} req/s: {best.name}, {replicas} × "
-            f"TP{best.tensor_parallel} = {gpus}, {money(best.cost_per_hour, best.currency)} "
-            "per hour")  # fmt: skip
+    return (
+        f"cheapest at {at_rate:g} req/s: {best.name}, {replicas} × "
+        f"TP{best.tensor_parallel} = {gpus}, {money(best.cost_per_hour, best.currency)}/h"
+    )

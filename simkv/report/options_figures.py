@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogLocator
+from matplotlib.ticker import LogLocator, MaxNLocator
 
 from simkv.report.conventions import (
     LOG_DECADES,
@@ -126,3 +126,51 @@ def _draw_panel(
     top = max(shown) if shown else 1.0
     if not log:
         ax.set_ylim(0, top * 1.2)
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+"""One marker per option (then repeated), so lines stay apart without colour."""
+
+
+@dataclass(frozen=True)
+class OptionCurve:
+    """One option's answers against target rate: rates (req/s), GPUs and cost per hour at
+    each (None where no count searched meets the SLOs)."""
+
+    name: str
+    rates: tuple[float, ...]
+    gpus: tuple[int | None, ...]
+    costs: tuple[float | None, ...]
+
+
+def curve_figure(curves: list[OptionCurve], currency: str | None) -> Drawn:
+    """GPUs against target rate (and, with a ``currency``, cost per hour below), one line per
+    option; a rate where an option has no answer is a gap in its line."""
+    panels = [("GPUs needed", "GPUs", lambda c: c.gpus)]
+    if currency is not None:
+        unit = f"{money_unit(currency)}/h"
+        panels.append(("cost per hour", unit, lambda c: c.costs))
+    if not any(g is not None for c in curves for g in c.gpus):
+        return Drawn(None, ("no rate has an answer: no curve to draw",))
+    rows = len(panels)
+    fig = Figure(figsize=(FIGURE_WIDTH_IN * 0.8, panels_height(rows, 2.6, shared=True)))
+    axes = place_panels(fig, rows, 1, legend=True, sharex=True)
+    rates = sorted({rate for curve in curves for rate in curve.rates})
+    for ax, (quantity, unit_name, values) in zip(axes, panels, strict=True):
+        top = 0.0
+        for k, curve in enumerate(curves):
+            ys = np.array([np.nan if v is None else float(v) for v in values(curve)])
+            ax.plot(curve.rates, ys, marker=MARKERS[k % len(MARKERS)], markersize=5,
+                    linewidth=1.2, label=curve.name)  # fmt: skip
+            top = max(top, float(np.nanmax(ys)) if np.isfinite(ys).any() else 0.0)
+        tidy_axes(ax)
+        if unit_name == "GPUs":
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=MAX_TICKS - 1, integer=True))
+        ax.set_ylabel(axis_label(quantity, unit_name))
+        ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
+        ax.set_xlim(0, rates[-1] * 1.08)
+    if len(rates) <= MAX_TICKS:  # a tick at every target rate searched
+        axes[-1].set_xticks(rates)
+    axes[-1].set_xlabel(axis_label("target rate", "req/s"))
+    legend_beside(axes[0])
+    return Drawn(fig)

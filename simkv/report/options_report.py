@@ -38,7 +38,8 @@ Cell = tuple[str, bool]
 """A table cell: its text and whether it is a number (right-aligned)."""
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_answer(path: Path) -> dict[str, Any]:
+    """A search's ``capacity.json`` (:class:`InputError` when it is not a JSON object)."""
     data = parse_json(read_text(path), path)
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", file=path)
@@ -50,7 +51,7 @@ def _slo(fleets_dir: Path, fleets: dict[str, Any]) -> dict[str, Any]:
     for row in fleets["options"]:
         path = fleets_dir / row["folder"] / CAPACITY_FILE
         if path.is_file():
-            return _read(path).get("slo") or {}
+            return read_answer(path).get("slo") or {}
     return {}
 
 
@@ -127,7 +128,7 @@ def _points(fleets: dict[str, Any]) -> list[OptionPoint]:
 
 def render_options_report(fleets_dir: Path) -> str:
     """The options page of a fleets folder; byte-identical for identical folder contents."""
-    fleets = _read(fleets_dir / CAPACITY_FILE)
+    fleets = read_answer(fleets_dir / CAPACITY_FILE)
     slo = _slo(fleets_dir, fleets)
     currency = fleets.get("currency", DEFAULT_CURRENCY)
     with mpl.rc_context(dict(fg.REPORT_RC)):

@@ -62,7 +62,7 @@ def test_the_cheapest_fleet_among_options(config: Path, tmp_path: Path) -> None:
     assert fleets["cheapest"] == best["name"] and best["cheapest"] and best["pareto"]
     assert f"answer: cheapest at 150 req/s: {best['name']}" in done.stdout
     assert fleets["currency"] == "USD"  # the options file names none
-    assert f"${best['cost_per_hour']:,.2f} per hour" in done.stdout
+    assert f"${best['cost_per_hour']:,.2f}/h" in done.stdout
     assert "wrote reports/cap-fleets/options.html" in done.stdout
 
 

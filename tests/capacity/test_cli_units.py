@@ -52,7 +52,7 @@ def test_every_cost_carries_the_currency(
     costly = [line for line in lines if COST_LINE.search(line)]
     assert costly and [line for line in costly if "€" not in line] == []
     best = rows[fleets["cheapest"]]
-    assert f"{money(best['cost_per_hour'], 'EUR')} per hour" in result.stdout
+    assert f"{money(best['cost_per_hour'], 'EUR')}/h" in result.stdout
     # the planner's units, from the answer run's summary
     for row in rows.values():
         per_m = row["cost_per_hour"] / (row["output_throughput"] * 3600) * 1e6
