@@ -42,7 +42,7 @@ def curve_capacity(
                 check_options(config, sets, rate, options, options_file)
             count_sets(config, sets, rate)
         suffix = "fleets" if options else "replicas"
-        out_dir = out or Path("reports") / f"{name}-{suffix}"
+        out_dir = out or Path("reports") / f"{name}-{suffix}-curve"  # beside one rate's
         each = expected_count_simulations(opts.count_min, opts.count_max, opts.per_round)
         total = each * len(rates) * (len(options.options) if options else 1)
         try:

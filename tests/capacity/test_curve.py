@@ -43,7 +43,7 @@ def test_gpus_against_target_rate_among_options(
     result = runner.invoke(app, args, env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     assert [line for line in result.stdout.splitlines() if len(line) > 80] == []
-    out = tmp_path / "reports" / "cap-fleets"
+    out = tmp_path / "reports" / "cap-fleets-curve"
     curve = json.loads((out / "capacity.json").read_text())
     assert (curve["search"], curve["rates"], curve["currency"]) == ("curve", [30.0, 60.0], "EUR")
     for point in curve["points"]:
@@ -61,7 +61,7 @@ def test_gpus_against_target_rate_among_options(
     low, high = ({r["name"]: r["gpus"] for r in p["rows"]} for p in curve["points"])
     assert all(high[name] >= low[name] for name in low)  # twice the rate never needs fewer
     page = (out / "options.html").read_text()
-    assert "wrote reports/cap-fleets/options.html" in result.stdout
+    assert "wrote reports/cap-fleets-curve/options.html" in result.stdout
     assert '<a href="at-30/options.html">30 req/s</a>' in page
     assert bare_costs(table_cells(page), page_text(page), "EUR") == []
     assert 'id="fig-curve"' in page and "€" in page
@@ -73,7 +73,7 @@ def test_gpus_against_target_rate_without_options(
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["capacity", config.name, "--at-rate", "30,60", "--count-max", "4"])
     assert result.exit_code == 0, result.output
-    out = tmp_path / "reports" / "cap-replicas"
+    out = tmp_path / "reports" / "cap-replicas-curve"
     curve = json.loads((out / "capacity.json").read_text())
     assert curve["currency"] is None and curve["options"] is None
     for point in curve["points"]:
@@ -82,4 +82,4 @@ def test_gpus_against_target_rate_without_options(
         assert (out / point["folder"] / "report.html").is_file()
     page = (out / "replicas.html").read_text()
     assert '<a href="at-60/report.html">60 req/s</a>' in page and "$" not in page_text(page)
-    assert "wrote reports/cap-replicas/replicas.html" in result.stdout
+    assert "wrote reports/cap-replicas-curve/replicas.html" in result.stdout
