@@ -145,7 +145,9 @@ class OptionCurve:
 
 def curve_figure(curves: list[OptionCurve], currency: str | None) -> Drawn:
     """GPUs against target rate (and, with a ``currency``, cost per hour below), one line per
-    option; a rate where an option has no answer is a gap in its line."""
+    option; a rate where an option has no answer is a gap in its line. Options often need the
+    same GPUs, so each line is drawn wider, with larger markers, than the ones after it and
+    below them: coinciding lines stay visible as nested strokes."""
     panels = [("GPUs needed", "GPUs", lambda c: c.gpus)]
     if currency is not None:
         unit = f"{money_unit(currency)}/h"
@@ -160,8 +162,9 @@ def curve_figure(curves: list[OptionCurve], currency: str | None) -> Drawn:
         top = 0.0
         for k, curve in enumerate(curves):
             ys = np.array([np.nan if v is None else float(v) for v in values(curve)])
-            ax.plot(curve.rates, ys, marker=MARKERS[k % len(MARKERS)], markersize=5,
-                    linewidth=1.2, label=curve.name)  # fmt: skip
+            under = len(curves) - 1 - k  # earlier lines wider and larger, below the later
+            ax.plot(curve.rates, ys, marker=MARKERS[k % len(MARKERS)], markersize=5 + 2.5 * under,
+                    linewidth=1.2 + 1.6 * under, label=curve.name, zorder=2 + k)  # fmt: skip
             top = max(top, float(np.nanmax(ys)) if np.isfinite(ys).any() else 0.0)
         tidy_axes(ax)
         if unit_name == "GPUs":
