@@ -51,6 +51,9 @@ from simkv.run import load_config
 
 COUNT_AXIS = "fleet.replicas.0.count"
 """The key a count search varies: the replica count of the fleet's only group."""
+PRICED_KEYS = ("price_per_gpu_hour", "cost_per_hour", "cost_per_m_output_tokens",
+               "cost_per_m_total_tokens", "requests_per_cost")  # fmt: skip
+"""The keys of a row's record (:func:`simkv.capacity.options.row_record`) that need a price."""
 CountRoundFn = Callable[[str, list[int]], None]
 """Called before each round's runs with the option's name ("" without options) and counts."""
 
@@ -196,7 +199,15 @@ def _count_answer(
         "rounds": result.rounds, "simulations": len(result.judged),
         "failure": None if failure is None else failure.record(runs.out),
         "judged": runs.judged_rows(result.judged, "replicas"),
+        "at_answer": None if row.replicas is None else unpriced(row_record(row), row),
     }  # fmt: skip
+
+
+def unpriced(record: dict[str, Any], row: OptionRow) -> dict[str, Any]:
+    """``record`` without its costs when ``row`` has no price (a search without options)."""
+    if row.price_per_gpu_hour > 0:
+        return record
+    return {key: value for key, value in record.items() if key not in PRICED_KEYS}
 
 
 def find_cheapest(

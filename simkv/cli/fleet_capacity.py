@@ -89,10 +89,13 @@ def _print_found(
             where = f"{cheapest.row.name}, {_replicas(answer)}"
             print_at_answer(out_dir / cheapest.out_dir.name, COUNT_AXIS, answer, where)
     else:
+        from simkv.cli.options_table import units_line
+
         typer.echo("answer: " + count_answer(found[0], opts))
         answer = found[0].search.answer
         if found[0].failure is None and answer is not None and reports:
             print_at_answer(out_dir, COUNT_AXIS, answer, _replicas(answer))
+            typer.echo(units_line(found[0].row))
     if reports:  # none when the search waits beside an earlier one (kept aside)
         typer.echo(f"wrote {out_dir / 'capacity.json'}")
     for report in reports:

@@ -88,3 +88,13 @@ def cheapest_sentence(best: OptionRow, at_rate: float) -> str:
         f"cheapest at {at_rate:g} req/s: {best.name}, {replicas} × "
         f"TP{best.tensor_parallel} = {gpus}, {money(best.cost_per_hour, best.currency)}/h"
     )
+
+
+def units_line(row: OptionRow) -> str:
+    """The planner's units of a search without prices, at its answer (the binding SLO's margin
+    has its own line): ``at the answer: 4.62 req/s per GPU, MFU 25 %, busiest replica 98 %
+    busy``."""
+    return (
+        f"at the answer: {_rate(row.requests_per_gpu)} req/s per GPU, MFU "
+        f"{percent(row.mfu_frac)}, busiest replica {percent(row.max_busy_frac)} busy"
+    )
