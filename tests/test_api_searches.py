@@ -72,6 +72,18 @@ def test_replicas_at_a_rate(tmp_path: Path) -> None:
     assert found.summary[0].startswith("Replicas:")
 
 
+def test_replicas_against_target_rate_with_options(tmp_path: Path) -> None:
+    """A list of rates is the curve ``--at-rate 2,4 --options`` writes, in the same folder."""
+    options = ROOT / "configs" / "capacity" / "gpu_options.yaml"
+    found = simkv.capacity(QUICKSTART, tmp_path / "curve", at_rate=[4.0, 2.0], count_max=2,
+                           options=options, workload__limit=60)  # fmt: skip
+    assert found.answer["search"] == "curve" and found.answer["rates"] == [2.0, 4.0]
+    assert sorted(set(found.table["at_rate"])) == [2.0, 4.0]
+    assert set(found.table["option"]) == {"a100-tp1", "a100-tp2", "h100-tp1"}
+    assert (tmp_path / "curve" / "options.html").is_file()
+    assert (tmp_path / "curve" / "at-2" / "options.html").is_file()
+
+
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(config, measured CSV) of the compare tests' tiny measurement."""

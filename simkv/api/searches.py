@@ -12,7 +12,7 @@ report's summary lines. Give ``out`` to keep each run's frames and the report.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,14 @@ from typing import Any
 import pandas as pd
 
 from simkv.api.runs import set_items
-from simkv.capacity.replicas import CountOptions, check_options, find_cheapest, find_min_count
+from simkv.capacity.curve import find_curve
+from simkv.capacity.replicas import (
+    CountFound,
+    CountOptions,
+    check_options,
+    find_cheapest,
+    find_min_count,
+)
 from simkv.capacity.run import CAPACITY_FILE, CapacityOptions, check_min_good, find_capacity
 from simkv.config.base import mapping_doc
 from simkv.config.fleet_options import load_fleet_options
@@ -135,6 +142,41 @@ def sweep(
                        result.wall_s, _kept(out, staging))  # fmt: skip
 
 
+def _count_searches(
+    path: Path, sets: list[str], folder: Path, counts: CountOptions, rates: list[float],
+    options: str | Path | None,
+) -> tuple[list[CountFound], list[float]]:  # fmt: skip
+    """Every count search of ``simkv capacity --at-rate`` (one rate, or a curve of several)
+    and the rate of each."""
+    priced = None if options is None else load_fleet_options(Path(options))
+    for rate in rates:
+        if priced is not None:
+            check_options(path, sets, rate, priced, Path(options))  # type: ignore[arg-type]
+    if len(rates) > 1:
+        points = find_curve(path, sets, folder, counts, rates, priced)
+        return [f for p in points for f in p.found], [p.at_rate for p in points for _ in p.found]
+    if priced is None:
+        return [find_min_count(path, sets, folder, counts)], rates
+    found = find_cheapest(path, sets, folder, counts, priced)
+    return found, rates * len(found)
+
+
+def _reports(folder: Path, searches: list[Path], priced: bool, curve: bool) -> None:
+    """The reports the command writes: each search's sweep report and the options page, or
+    for a curve its pages (:func:`simkv.report.curve_report.write_curve_report`)."""
+    if curve:
+        from simkv.report.curve_report import write_curve_report
+
+        write_curve_report(folder)
+        return
+    for one in searches:
+        _report(one)
+    if priced:
+        from simkv.report.options_report import write_options_report
+
+        write_options_report(folder)
+
+
 def capacity(
     config: str | Path,
     out: str | Path | None = None,
@@ -144,7 +186,7 @@ def capacity(
     tolerance: float = 0.02,
     per_round: int = 3,
     min_good: float | None = None,
-    at_rate: float | None = None,
+    at_rate: float | Sequence[float] | None = None,
     count_min: int = 1,
     count_max: int = 64,
     options: str | Path | None = None,
@@ -158,40 +200,40 @@ def capacity(
     """The highest offered rate ``config`` (a YAML path, with ``overrides``) sustains within
     its SLOs (``rate_min`` … ``rate_max``, to ``tolerance``), as ``simkv capacity`` does; with
     ``at_rate``, the fewest replicas meeting them at that rate (``count_min`` …
-    ``count_max``), and with ``options`` too (a priced-options YAML), the cheapest fleet. With
-    ``out`` the search folder and its report are written there (a search reuses the finished
-    runs of an earlier one in the same folder)."""
+    ``count_max``), and with ``options`` too (a priced-options YAML), the cheapest fleet; a
+    list of rates is one such search per rate (the curve of ``--at-rate 4,8,16``; ``table``
+    gains ``at_rate``). With ``out`` the search folder and its report are written there (a
+    search reuses the finished runs of an earlier one in the same folder)."""
     path, sets = Path(config), set_items(overrides)
     check_min_good(min_good, field="min_good")
     runs: dict[str, Any] = {
         "min_good_fraction": min_good, "executor": executor, "jobs": jobs,
         "ray_address": ray_address, "run_timeout_s": run_timeout_s,
     }  # fmt: skip
+    rates = [] if at_rate is None else [at_rate] if isinstance(at_rate, int | float) else [
+        float(rate) for rate in at_rate]  # fmt: skip
+    curve = len(rates) > 1
     with _folder(out, Kind.CAPACITY, force) as (folder, staging):
-        if at_rate is None:
+        if not rates:
             opts = CapacityOptions(rate_min=rate_min, rate_max=rate_max, tolerance=tolerance,
                                    per_round=per_round, **runs)  # fmt: skip
             rate = find_capacity(path, sets, folder, opts)
             folders, failed = [rate.out_dir], rate.failure is not None
         else:
-            counts = CountOptions(at_rate=at_rate, count_min=count_min, count_max=count_max,
+            counts = CountOptions(at_rate=rates[0], count_min=count_min, count_max=count_max,
                                   per_round=per_round, **runs)  # fmt: skip
-            if options is None:
-                found = [find_min_count(path, sets, folder, counts)]
-            else:
-                priced = load_fleet_options(Path(options))
-                check_options(path, sets, at_rate, priced, Path(options))
-                found = find_cheapest(path, sets, folder, counts, priced)
+            found, rate_of = _count_searches(path, sets, folder, counts, rates, options)
             folders = [one.out_dir for one in found]
             failed = any(one.failure is not None for one in found)
         if staging is not None:
-            for one in folders:
-                _report(one)
+            _reports(folder, folders, options is not None, curve)
             staging.keep = failed and staging.earlier
         answer = read_json_file(folder / CAPACITY_FILE)[0]
         tables = [pd.read_parquet(one / "sweep.parquet") for one in folders]
         summary = list(dict.fromkeys(line for one in folders for line in _summary(one)))
     if options is not None:
         tables = [t.assign(option=one.name) for t, one in zip(tables, folders, strict=True)]
+    if curve:
+        tables = [t.assign(at_rate=rate_of[i]) for i, t in enumerate(tables)]
     table = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
     return CapacityOutput(answer, table, summary, _kept(out, staging))

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from simkv.capacity.count import CountResult, check_count_parameters, search_count
-from simkv.capacity.options import OptionRow, cheapest, pareto
+from simkv.capacity.options import OptionRow, cheapest, pareto, row_record
 from simkv.capacity.run import (
     CAPACITY_FILE,
     RunFailure,
@@ -38,13 +38,22 @@ from simkv.capacity.run import (
 )
 from simkv.capacity.search import SearchError
 from simkv.config.fleet import ENGINE_SECTIONS
-from simkv.config.fleet_options import FleetOption, FleetOptions, in_options_file
+from simkv.config.fleet_options import (
+    DEFAULT_CURRENCY,
+    FleetOption,
+    FleetOptions,
+    in_options_file,
+)
 from simkv.config.sim import SimConfig
 from simkv.errors import InputError
+from simkv.metrics.slo import slo_margins
 from simkv.run import load_config
 
 COUNT_AXIS = "fleet.replicas.0.count"
 """The key a count search varies: the replica count of the fleet's only group."""
+PRICED_KEYS = ("price_per_gpu_hour", "cost_per_hour", "cost_per_m_output_tokens",
+               "cost_per_m_total_tokens", "requests_per_cost")  # fmt: skip
+"""The keys of a row's record (:func:`simkv.capacity.options.row_record`) that need a price."""
 CountRoundFn = Callable[[str, list[int]], None]
 """Called before each round's runs with the option's name ("" without options) and counts."""
 
@@ -125,6 +134,7 @@ def check_options(
 def find_min_count(
     config: Path, sets: list[str], out: Path, opts: CountOptions,
     on_round: CountRoundFn | None = None, option: FleetOption | None = None,
+    currency: str = DEFAULT_CURRENCY,
 ) -> CountFound:  # fmt: skip
     """Search the fewest replicas of ``config`` (with ``option``'s items) meeting its SLOs at
     ``opts.at_rate``; write the folder ``out``. Bad input raises :class:`InputError` before
@@ -145,22 +155,31 @@ def find_min_count(
         return runs.judge(counts)
 
     result = search_count(judge, opts.count_min, opts.count_max, per_round=opts.per_round)
-    row = _row(runs, result, option)
+    row = _row(runs, result, option, currency)
     failure = runs.first_failure(result.judged)
     runs.write(_count_answer(runs, result, opts, row, failure))
     return CountFound(result, out, runs.simulated, runs.reused, row, failure)
 
 
-def _row(runs: SearchRuns, result: CountResult, option: FleetOption | None) -> OptionRow:
+def _row(
+    runs: SearchRuns, result: CountResult, option: FleetOption | None, currency: str
+) -> OptionRow:
     """The option's row: its answer run's figures (none when no count meets)."""
     tp = runs.base.group_configs()[0].parallel.tensor_parallel
     price = option.price_per_gpu_hour if option else 0.0
     name = option.name if option else runs.config.stem
     if result.answer is None:
-        return OptionRow(name, price, tp, None)
+        return OptionRow(name, price, tp, None, currency=currency)
     summary = runs.summary(runs.planned[result.answer])
-    return OptionRow(name, price, tp, result.answer, summary.get("request_throughput"),
-                     summary.get("p99_ttft_ms"), summary.get("p99_tpot_ms"))  # fmt: skip
+    margins = tuple(slo_margins(summary, runs.base.slo).items())
+    return OptionRow(
+        name, price, tp, result.answer, summary.get("request_throughput"),
+        summary.get("p99_ttft_ms"), summary.get("p99_tpot_ms"), currency=currency,
+        output_throughput=summary.get("output_throughput"),
+        total_token_throughput=summary.get("total_token_throughput"),
+        mfu_frac=summary.get("mfu_frac"), max_busy_frac=summary.get("max_busy_frac"),
+        slo_margins=margins,
+    )  # fmt: skip
 
 
 def _count_answer(
@@ -180,7 +199,15 @@ def _count_answer(
         "rounds": result.rounds, "simulations": len(result.judged),
         "failure": None if failure is None else failure.record(runs.out),
         "judged": runs.judged_rows(result.judged, "replicas"),
+        "at_answer": None if row.replicas is None else unpriced(row_record(row), row),
     }  # fmt: skip
+
+
+def unpriced(record: dict[str, Any], row: OptionRow) -> dict[str, Any]:
+    """``record`` without its costs when ``row`` has no price (a search without options)."""
+    if row.price_per_gpu_hour > 0:
+        return record
+    return {key: value for key, value in record.items() if key not in PRICED_KEYS}
 
 
 def find_cheapest(
@@ -193,8 +220,8 @@ def find_cheapest(
     for option in options.options:
         check_option(config, base, option)
         count_sets(config, [*sets, *option.set], opts.at_rate)  # bad input before any run
-    found = [find_min_count(config, sets, out / option.name, opts, on_round, option)
-             for option in options.options]  # fmt: skip
+    found = [find_min_count(config, sets, out / option.name, opts, on_round, option,
+                            options.currency) for option in options.options]  # fmt: skip
     write_json(out / CAPACITY_FILE, fleets_answer(config, sets, opts, found))
     return found
 
@@ -227,13 +254,10 @@ def fleets_answer(
             "option": failed.row.name, **failed.failure.record(failed.out_dir.parent)},
         "cheapest": None if best is None else best.name,
         "simulations": sum(len(f.search.judged) for f in found),
+        "currency": found[0].row.currency if found else DEFAULT_CURRENCY,
         "options": [{
-            "name": row.name, "outcome": f.search.outcome, "replicas": row.replicas,
-            "tensor_parallel": row.tensor_parallel, "gpus": row.gpus,
-            "price_per_gpu_hour": row.price_per_gpu_hour, "cost_per_hour": row.cost_per_hour,
-            "request_throughput": row.request_throughput, "p99_ttft_ms": row.p99_ttft_ms,
-            "p99_tpot_ms": row.p99_tpot_ms, "pareto": on_front,
-            "cheapest": best is not None and row.name == best.name,
+            "name": row.name, "outcome": f.search.outcome, **row_record(row),
+            "pareto": on_front, "cheapest": best is not None and row.name == best.name,
             "folder": f.out_dir.name,
         } for f, row, on_front in zip(found, rows, front, strict=True)],
     }  # fmt: skip

@@ -57,8 +57,11 @@ def capacity(
         typer.Option(help="Wall-clock limit per run, s; a run past it fails the search.", min=0),
     ] = None,
     at_rate: Annotated[
-        float | None,
-        typer.Option(help="Instead: the fewest replicas meeting the SLOs at this rate, req/s."),
+        str | None,
+        typer.Option(
+            help="Instead: the fewest replicas meeting the SLOs at this rate, req/s "
+            "(a comma list, 4,8,16: GPUs against target rate)."
+        ),
     ] = None,
     count_min: Annotated[int, typer.Option(help="Fewest replicas searched (--at-rate).")] = 1,
     count_max: Annotated[int, typer.Option(help="Most replicas searched (--at-rate).")] = 64,
@@ -86,17 +89,25 @@ def capacity(
         "ray_address": ray_address, "run_timeout_s": run_timeout or None,
     }  # fmt: skip
     if at_rate is not None:
+        from simkv.capacity.curve import parse_rates
         from simkv.capacity.replicas import CountOptions
         from simkv.cli.fleet_capacity import fleet_capacity
 
+        with input_errors(ctx):
+            rates = parse_rates(at_rate)
         counts = CountOptions(
-            at_rate=at_rate,
+            at_rate=rates[0],
             count_min=count_min,
             count_max=count_max,
             per_round=per_round,
             **runs,
         )
-        fleet_capacity(ctx, config, set_ or [], counts, options, out, force)
+        if len(rates) == 1:
+            fleet_capacity(ctx, config, set_ or [], counts, options, out, force)
+        else:
+            from simkv.cli.curve_capacity import curve_capacity
+
+            curve_capacity(ctx, config, set_ or [], counts, rates, options, out, force)
         return
     with input_errors(ctx):
         check_min_good(min_good)

@@ -31,6 +31,7 @@ def fleet_capacity(
     from simkv.config.fleet_options import load_fleet_options
     from simkv.outputs import Kind, new_output
     from simkv.progress import stderr_rounds
+    from simkv.report.options_report import write_options_report
     from simkv.report.sweep_report import write_sweep_report
     from simkv.run import load_config
 
@@ -49,13 +50,15 @@ def fleet_capacity(
                 new_output(out_dir, Kind.CAPACITY, force=force) as staging,
                 stderr_rounds(f"{suffix} {name}", total) as step,
             ):
-                work, on_round = staging.path, _rounds(step)
+                work, on_round = staging.path, count_rounds(step)
                 if options is None:
                     found = [find_min_count(config, sets, work, opts, on_round)]
                 else:
                     found = find_cheapest(config, sets, work, opts, options, on_round)
                 reports = [out_dir / write_sweep_report(f.out_dir).relative_to(work)
                            for f in found]  # fmt: skip
+                if options is not None:
+                    reports.insert(0, out_dir / write_options_report(work).relative_to(work))
                 staging.keep = staging.earlier and any(f.failure is not None for f in found)
         except KeyboardInterrupt:
             typer.echo(interrupted_search(out_dir), err=True)
@@ -86,10 +89,13 @@ def _print_found(
             where = f"{cheapest.row.name}, {_replicas(answer)}"
             print_at_answer(out_dir / cheapest.out_dir.name, COUNT_AXIS, answer, where)
     else:
+        from simkv.cli.options_table import units_line
+
         typer.echo("answer: " + count_answer(found[0], opts))
         answer = found[0].search.answer
         if found[0].failure is None and answer is not None and reports:
             print_at_answer(out_dir, COUNT_AXIS, answer, _replicas(answer))
+            typer.echo(units_line(found[0].row))
     if reports:  # none when the search waits beside an earlier one (kept aside)
         typer.echo(f"wrote {out_dir / 'capacity.json'}")
     for report in reports:
@@ -122,24 +128,15 @@ def count_answer(found: CountFound, opts: CountOptions) -> str:
 
 
 def _print_options(found: list[CountFound], opts: CountOptions) -> CountFound | None:
-    """The options table (cheapest and Pareto front marked) and the answer line; returns
-    the cheapest option's search (None when none is named)."""
+    """The options' tables (:mod:`simkv.cli.options_table`), the Pareto front and the answer
+    line; returns the cheapest option's search (None when none is named)."""
     from simkv.capacity.replicas import compared, first_option_failure
-    from simkv.report.conventions import format_ms
+    from simkv.cli import options_table as ot
 
     rows = [f.row for f in found]
     best, front = compared(found)
-    typer.echo(f"{'option':<16} {'replicas':>8} {'GPUs':>5} {'cost/h':>9} {'req/s':>7} "
-               f"{'p99 TTFT':>9} {'p99 TPOT':>9}")  # fmt: skip
-    for row, on_front in zip(rows, front, strict=True):
-        marks = ", ".join(m for m, on in (("cheapest", row is best), ("Pareto", on_front)) if on)
-        cells = ["—"] * 5 if row.replicas is None else [
-            str(row.replicas), str(row.gpus), f"{row.cost_per_hour:,.2f}",
-            f"{row.request_throughput or 0:.3g}", format_ms(row.p99_ttft_ms),
-        ]  # fmt: skip
-        tpot = "—" if row.replicas is None else format_ms(row.p99_tpot_ms)
-        typer.echo(f"{row.name:<16} {cells[0]:>8} {cells[1]:>5} {cells[2]:>9} {cells[3]:>7} "
-                   f"{cells[4]:>9} {tpot:>9}  {marks}".rstrip())  # fmt: skip
+    for line in [*ot.answer_table(rows), *ot.units_table(rows)]:
+        typer.echo(line)
     failed = first_option_failure(found)
     if failed is not None and failed.failure is not None:
         typer.echo(f"answer: none: option {failed.row.name}: {failed.failure.sentence()}; "
@@ -149,14 +146,16 @@ def _print_options(found: list[CountFound], opts: CountOptions) -> CountFound | 
         typer.echo(f"answer: none meets: no option meets the SLOs at {opts.at_rate:g} req/s "
                    f"with up to {_replicas(opts.count_max)}")  # fmt: skip
         return None
-    typer.echo(f"answer: cheapest fleet at {opts.at_rate:g} req/s: {best.name}, "
-               f"{_replicas(best.replicas or 0)} × TP{best.tensor_parallel} = {best.gpus} GPUs, "
-               f"{best.cost_per_hour:,.2f} per hour")  # fmt: skip
+    marks = ot.marks_line(rows, best, front)
+    if marks:
+        typer.echo(marks)
+    typer.echo("answer: " + ot.cheapest_sentence(best, opts.at_rate))
     return found[rows.index(best)]
 
 
-def _rounds(step: Callable[[str, int], None]) -> Callable[[str, list[int]], None]:
-    """The searches' round callback: each round's counts, and the runs done before it."""
+def count_rounds(step: Callable[[str, int], None]) -> Callable[[str, list[int]], None]:
+    """The count searches' round callback for a progress bar's ``step``: each round's counts
+    (after the option's name, when there is one), and the runs done before it."""
     done = 0
 
     def on_round(option: str, counts: list[int]) -> None:

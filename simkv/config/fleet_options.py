@@ -4,20 +4,24 @@ their prices, among which the cheapest fleet meeting the SLOs is sought.
 Each option is a name, a price per GPU-hour and the ``--set`` items that make the run config
 that option (``gpu=h100-80gb``, ``parallel.tensor_parallel=2``); a replica of the option takes
 ``parallel.tensor_parallel`` GPUs. Prices are the user's (no price list ships with simkv): a
-fleet of ``n`` replicas costs ``n × tensor_parallel × price_per_gpu_hour`` per hour.
+fleet of ``n`` replicas costs ``n × tensor_parallel × price_per_gpu_hour`` per hour, in the
+file's ``currency`` (an ISO 4217 code; :data:`DEFAULT_CURRENCY` when the file names none).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from simkv.config.base import Frozen, load_yaml, validate
 from simkv.errors import InputError, all_of
 
 MAX_OPTIONS = 64
 """Most options of one file (each is a count search of its own)."""
+DEFAULT_CURRENCY = "USD"
+"""The currency of an options file that names none (the prices shipped are in US dollars)."""
 
 
 class FleetOption(Frozen):
@@ -29,7 +33,7 @@ class FleetOption(Frozen):
         description="folder name of the option's search (letters, digits, _ . -)",
     )
     price_per_gpu_hour: float = Field(
-        gt=0, le=1e6, description="price of one GPU for one hour, in the user's currency"
+        gt=0, le=1e6, description="price of one GPU for one hour, in the file's currency"
     )
     set: list[str] = Field(
         default_factory=list,
@@ -40,9 +44,24 @@ class FleetOption(Frozen):
 
 
 class FleetOptions(Frozen):
-    """The options file: ``options:``, a list of :class:`FleetOption` with distinct names."""
+    """The options file: ``currency:`` (ISO 4217 code of every price) and ``options:``, a list
+    of :class:`FleetOption` with distinct names."""
 
+    currency: str = Field(
+        default=DEFAULT_CURRENCY,
+        description="ISO 4217 code of the prices (USD, EUR, …): three capital letters",
+    )
     options: list[FleetOption] = Field(min_length=1, max_length=MAX_OPTIONS)
+
+    @field_validator("currency")
+    @classmethod
+    def _iso_code(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Z]{3}", value):
+            raise ValueError(
+                f"expected an ISO 4217 currency code of three capital letters (USD, EUR), "
+                f"got {value!r}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _distinct_names(self) -> FleetOptions:

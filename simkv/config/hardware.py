@@ -169,6 +169,17 @@ class ModelSpec(Frozen):
         return self.num_parameters_nonembedding - self.expert_parameters + active_experts
 
     @property
+    def gemm_flops_per_token(self) -> int:
+        """Matmul FLOPs of one token's forward pass: 2 · active non-embedding parameters (a
+        multiply and an add per weight); attention over the KV is not counted."""
+        return 2 * self.active_parameters_nonembedding
+
+    @property
+    def gemm_flops_per_seq(self) -> int:
+        """Matmul FLOPs of the LM head on one sampled position: 2 · vocab · hidden."""
+        return 2 * self.vocab_size * self.hidden_size
+
+    @property
     def weight_bytes(self) -> int:
         """Bytes of all weights (whole model, before any tensor-parallel split)."""
         return self.num_parameters * self.dtype_bytes

@@ -141,8 +141,8 @@ class RooflineCostModel(BlockTransfers):
         self._overhead_s = (cfg.step_overhead_ms + workers_ms) * 1e-3
         self._seq_s = cfg.seq_overhead_ms * 1e-3
         self._prefill_s = cfg.prefill_overhead_ms * 1e-3
-        self._gemm_per_token_s = 2 * model.active_parameters_nonembedding / gemm_rate
-        self._gemm_per_seq_s = 2 * model.vocab_size * model.hidden_size / gemm_rate
+        self._gemm_per_token_s = model.gemm_flops_per_token / gemm_rate
+        self._gemm_per_seq_s = model.gemm_flops_per_seq / gemm_rate
         input_embedding = 0 if model.tie_word_embeddings else model.vocab_size * model.hidden_size
         dense = model.num_parameters - input_embedding - model.expert_parameters
         self._weights_s = dense * model.dtype_bytes / stream_rate

@@ -57,6 +57,18 @@ def meets_slos(summary: Mapping[str, object], slo: SLOConfig) -> bool:
     return bool(ratios) and all(r <= 1.0 for r in ratios)
 
 
+def slo_margins(summary: Mapping[str, object], slo: SLOConfig) -> dict[str, float | None]:
+    """Per objective ``slo`` sets (by :func:`slo_name`): its margin, 1 − percentile / limit
+    (the share of the limit left; negative when it fails, None when the percentile is
+    missing). The binding objective has the least margin."""
+    margins: dict[str, float | None] = {}
+    for key, _, _ in SLO_KEYS:
+        if getattr(slo, key) is not None:
+            ratio = _ratio(summary, key, slo)
+            margins[slo_name(key)] = 1.0 - ratio if np.isfinite(ratio) else None
+    return margins
+
+
 def verdict(
     summary: Mapping[str, object], latencies_ms: Mapping[str, np.ndarray], slo: SLOConfig
 ) -> dict[str, float | str | bool | None]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from simkv.config.fleet_options import DEFAULT_CURRENCY
 from simkv.errors import InputError
-from simkv.report.conventions import format_ms
+from simkv.report.conventions import format_ms, money
 from simkv.text import parse_json, read_text
 
 
@@ -77,16 +78,19 @@ def replica_line(found: dict[str, Any]) -> str:
 
 def fleet_lines(fleets: dict[str, Any]) -> list[str]:
     """The options compared by ``simkv capacity --options``: the cheapest, then one line per
-    option (replicas, GPUs, cost per hour, p99s; the Pareto front marked)."""
+    option (replicas, GPUs, cost per hour, p99s, cost per million output tokens; the Pareto
+    front marked); every cost in the fleets' ``currency``."""
     failure = fleets.get("failure")
     cheapest = fleets["cheapest"] or "none"
     if failure:
         cheapest = f"none: option {failure['option']} failed, so none is named"
     rows = {row["name"]: row for row in fleets["options"]}
+    currency = fleets.get("currency", DEFAULT_CURRENCY)  # files before currency: the prices'
     if not failure and fleets["cheapest"] in rows:
         row = rows[fleets["cheapest"]]
-        cheapest += (f", {row['replicas']} replicas × TP{row['tensor_parallel']} = "
-                     f"{row['gpus']} GPUs, {row['cost_per_hour']:,.2f} per hour")  # fmt: skip
+        cheapest += (f", {_count(row['replicas'], 'replica')} × TP{row['tensor_parallel']} "
+                     f"= {_count(row['gpus'], 'GPU')}, {money(row['cost_per_hour'], currency)} "
+                     "per hour")  # fmt: skip
     lines = [
         f"Cheapest fleet meeting the SLOs at {fleets['at_rate']:g} req/s: {cheapest} "
         f"({fleets['simulations']} simulations over {len(fleets['options'])} options)."
@@ -100,13 +104,21 @@ def fleet_lines(fleets: dict[str, Any]) -> list[str]:
             continue
         front = "; on the Pareto front" if row["pareto"] else ""
         lines.append(
-            f"Option {row['name']}: {row['replicas']} replicas × TP{row['tensor_parallel']} = "
-            f"{row['gpus']} GPUs, {row['cost_per_hour']:,.2f} per hour, "
+            f"Option {row['name']}: {_count(row['replicas'], 'replica')} × "
+            f"TP{row['tensor_parallel']} = {_count(row['gpus'], 'GPU')}, "
+            f"{money(row['cost_per_hour'], currency)} per hour, "
             f"{_rate(row['request_throughput'])}, p99 TTFT "
-            f"{format_ms(row['p99_ttft_ms'])}, p99 TPOT {format_ms(row['p99_tpot_ms'])}{front}."
+            f"{format_ms(row['p99_ttft_ms'])}, p99 TPOT {format_ms(row['p99_tpot_ms'])}, "
+            f"{money(row.get('cost_per_m_output_tokens'), currency)} per million output "
+            f"tokens{front}."
         )
     return lines
 
 
 def _rate(value: float | None) -> str:
     return "—" if value is None else f"{value:.3g} req/s"
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 replica``, ``3 replicas``."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")

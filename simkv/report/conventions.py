@@ -210,3 +210,26 @@ def _texts(fig: Figure) -> list[Text]:
         if legend is not None:
             found += legend.get_texts()
     return [t for t in found if t.get_visible() and t.get_text().strip()]
+
+
+CURRENCY_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
+"""ISO 4217 codes written as a symbol before the amount (``$6.00``); any other code follows
+the amount (``6.00 CHF``), so that every cost names its currency without guessing a symbol."""
+
+
+def money_unit(currency: str) -> str:
+    """The currency as a unit in a header or axis label: ``$`` (``$/h``), ``CHF`` (``CHF/h``)."""
+    return CURRENCY_SYMBOLS.get(currency, currency)
+
+
+def money(amount: float | None, currency: str) -> str:
+    """An amount with its currency, the one way every cost is written: ``$6.00``,
+    ``$1,234.50``, ``€0.38``, ``6.00 CHF``; two decimals, three significant digits below
+    0.01 (``$0.00125``); ``—`` for a missing amount."""
+    if amount is None:
+        return "—"
+    number = f"{amount:,.2f}" if abs(amount) >= 0.01 or amount == 0 else f"{amount:.3g}"
+    symbol = CURRENCY_SYMBOLS.get(currency)
+    if symbol is None:
+        return f"{number} {currency}"
+    return f"-{symbol}{number[1:]}" if number.startswith("-") else f"{symbol}{number}"

@@ -23,6 +23,7 @@ from simkv.metrics.fleet import combine, fleet_summary
 from simkv.metrics.latency import request_latencies
 from simkv.metrics.recorder import RunFrames
 from simkv.metrics.summary import DEFAULT_PERCENTILES, summarize
+from simkv.metrics.utilisation import ReplicaCompute, utilisation, utilisation_summary
 from simkv.outputs import make_folder, write_file
 from simkv.run.assemble import Assembly, assemble
 from simkv.run.inputs import check_inputs
@@ -97,11 +98,13 @@ def outputs(
 ) -> RunOutput:
     """The frames and summary of a simulated run (a fleet's with its per-replica table)."""
     first = run.inputs.groups[0]
+    computes = [_compute(group.config) for group in run.group_of]
     if run.fleet is None:
         frames = run.engine.recorder.frames()
         summary = summarize(
             frames, cfg.slo, usage_capacity(first.config, first.sizing), percentiles
         )
+        summary.update(utilisation_summary(utilisation(frames, computes)))
         return RunOutput(cfg, first.sizing, frames, summary, wall_s)
     each = [engine.recorder.frames() for engine in run.replicas]
     combined = combine(each, np.frombuffer(run.fleet.replica_of, dtype=np.int64))
@@ -109,7 +112,19 @@ def outputs(
     summary, replicas = fleet_summary(
         each, combined, capacities, _labels(run), cfg.slo, percentiles
     )
+    used = utilisation(combined, computes)
+    summary.update(utilisation_summary(used))
+    replicas = replicas.assign(busy_frac=used.busy_frac, mfu_frac=used.mfu_frac)
     return RunOutput(cfg, first.sizing, combined, summary, wall_s, replicas=replicas)
+
+
+def _compute(cfg: SimConfig) -> ReplicaCompute:
+    """What one replica of ``cfg`` computes with (:mod:`simkv.metrics.utilisation`)."""
+    tp = cfg.parallel.tensor_parallel
+    return ReplicaCompute(
+        cfg.model.gemm_flops_per_token, cfg.model.gemm_flops_per_seq,
+        tp * cfg.gpu.peak_flops_per_s,
+    )  # fmt: skip
 
 
 def simulate(

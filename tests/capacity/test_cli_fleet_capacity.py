@@ -27,6 +27,12 @@ def test_fewest_replicas_and_resume(config: Path, tmp_path: Path) -> None:
     assert judged[meets]["meets"] and judged[meets]["p99_ttft_ms"] <= 200
     assert not judged[fails]["meets"] and judged[fails]["p99_ttft_ms"] > 200
     assert f"answer: {meets} replicas meet the SLOs at 60 req/s" in done.stdout
+    # the planner's units at the answer, without a price: no cost anywhere
+    units = answer["at_answer"]
+    assert units["replicas"] == meets and "cost_per_hour" not in units
+    assert units["requests_per_gpu"] == units["request_throughput"] / meets
+    assert f"at the answer: {units['requests_per_gpu']:.3g} req/s per GPU, MFU " in done.stdout
+    assert "$" not in done.stdout
     # one count per round: plain bisection from the bounds 1 and 16
     assert [j["replicas"] for j in answer["judged"]][:3] == [1, 16, 8]
     sweep = json.loads((out / "sweep.json").read_text())
@@ -60,7 +66,10 @@ def test_the_cheapest_fleet_among_options(config: Path, tmp_path: Path) -> None:
     assert rows["a100-tp2"]["tensor_parallel"] == 2
     best = min(rows.values(), key=lambda row: (row["cost_per_hour"], row["gpus"]))
     assert fleets["cheapest"] == best["name"] and best["cheapest"] and best["pareto"]
-    assert f"answer: cheapest fleet at 150 req/s: {best['name']}" in done.stdout
+    assert f"answer: cheapest at 150 req/s: {best['name']}" in done.stdout
+    assert fleets["currency"] == "USD"  # the options file names none
+    assert f"${best['cost_per_hour']:,.2f}/h" in done.stdout
+    assert "wrote reports/cap-fleets/options.html" in done.stdout
 
 
 def test_no_count_meets_is_an_answer(config: Path, tmp_path: Path) -> None:
