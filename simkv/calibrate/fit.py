@@ -31,17 +31,8 @@ from simkv.config.hardware import load_gpu_preset, load_model_preset
 from simkv.engine.cost_model import RooflineCostModel
 from simkv.errors import InputError
 
-__all__ = [
-    "KNOBS",
-    "PHYSICAL",
-    "FitResult",
-    "fit_log_ratios",
-    "fit_run",
-    "fit_steps",
-    "step_error",
-    "step_errors",
-    "step_limits",
-]
+__all__ = ["KNOBS", "PHYSICAL", "FitResult", "fit_log_ratios", "fit_run", "fit_steps",
+           "step_error", "step_errors", "step_limits"]  # fmt: skip
 
 PHYSICAL: dict[str, tuple[float, float, str]] = {
     "weight_read_efficiency": (0.8, 0.93, "of the memory bandwidth spec"),
