@@ -254,7 +254,7 @@ def render_run_report(run_dir: Path) -> str:
         distributions=distributions,
         config_text=run.config_text,
         summary_rows=[
-            (key, format_value(value), METRIC_NOTES.get(key, ""))
+            (key, format_value(value, key), METRIC_NOTES.get(key, ""))
             for key, value in run.summary.items()
         ],
     )

@@ -226,8 +226,9 @@ def test_comparison_overlays_runs(tmp_path: Path) -> None:
 
 
 def test_format_ms() -> None:
-    assert [format_ms(v) for v in (None, 7.5, 185.7, 999.4, 7208.6)] == [
-        "—", "7.5 ms", "186 ms", "999 ms", "7.21 s",
+    values = (None, float("nan"), 7.5, 185.7, 999.4, 7208.6, 59_999.0, 72_675.0, 1_609_216.0)
+    assert [format_ms(v) for v in values] == [
+        "—", "—", "7.5 ms", "186 ms", "999 ms", "7,209 ms", "59,999 ms", "72.7 s", "1,609 s",
     ]  # fmt: skip
 
 
