@@ -160,6 +160,7 @@ def place_panels(
     legend: bool = False,
     sharex: bool = True,
     bottom_in: float | None = None,
+    legend_rows: int = 0,
 ) -> list[Axes]:
     """``rows × cols`` panels in fixed margins (:data:`MARGINS_IN`; with ``legend``, a right
     margin of :data:`LEGEND_MARGIN_IN` for legends beside the panels), row by row; with
@@ -173,7 +174,7 @@ def place_panels(
     bottom = m["bottom"] if bottom_in is None else bottom_in
     grid = fig.add_gridspec(
         rows, cols, left=m["left"] / width, right=1 - right / width,
-        bottom=bottom / height, top=1 - m["top"] / height,
+        bottom=bottom / height, top=1 - (m["top"] + legend_rows * LEGEND_ROW_IN) / height,
         wspace=m["gap_x"] / ((width - m["left"] - right) / cols),
         hspace=gap_y / ((height - bottom - m["top"]) / rows),
     )  # fmt: skip
@@ -185,10 +186,37 @@ def place_panels(
     return axes
 
 
-def panels_height(rows: int, panel_in: float, *, shared: bool) -> float:
-    """Figure height (inches) for ``rows`` panels ``panel_in`` high in :func:`place_panels`."""
+def panels_height(rows: int, panel_in: float, *, shared: bool, legend_rows: int = 0) -> float:
+    """Figure height (inches) for ``rows`` panels ``panel_in`` high in :func:`place_panels`
+    (with ``legend_rows`` rows of a legend above them)."""
     gap = GAP_Y_SHARED_IN if shared else MARGINS_IN["gap_y"]
-    return MARGINS_IN["bottom"] + MARGINS_IN["top"] + rows * panel_in + (rows - 1) * gap
+    top = MARGINS_IN["top"] + legend_rows * LEGEND_ROW_IN
+    return MARGINS_IN["bottom"] + top + rows * panel_in + (rows - 1) * gap
+
+
+LEGEND_ROW_IN = 0.3
+"""Height (inches) of one row of a legend above the panels (:func:`legend_above`)."""
+LEGEND_COLUMNS = 4
+"""Entries per row of a legend above the panels."""
+
+
+def legend_rows(entries: int) -> int:
+    """Rows of a legend of ``entries`` entries above the panels."""
+    return -(-entries // LEGEND_COLUMNS)
+
+
+def legend_above(fig: Figure, axes: list[Axes]) -> None:
+    """One legend of every panel's named lines (each label once) in the top margin that
+    :func:`place_panels` left with ``legend_rows``: above every panel, over no data."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    if entries:
+        left = MARGINS_IN["left"] / fig.get_figwidth()
+        fig.legend(list(entries.values()), list(entries), loc="upper left",  # type: ignore[arg-type]
+                   bbox_to_anchor=(left, 1.0), ncol=LEGEND_COLUMNS, frameon=False,
+                   borderaxespad=0.2)  # fmt: skip
 
 
 def legend_beside(ax: Axes, **kwargs: object) -> None:
