@@ -23,6 +23,7 @@ from simkv.outputs import write_file
 from simkv.report import figures as fg
 from simkv.report import fleet_figures as ff
 from simkv.report import time_figures as tf
+from simkv.report.answers import marked_verdict
 from simkv.report.blocks import (
     CDF_CAPTION,
     Card,
@@ -250,7 +251,9 @@ def render_run_report(run_dir: Path) -> str:
         name=run.name,
         setup=describe_setup(run),
         cards=summary_cards(run),
-        verdict=verdict_lines(run.summary, run.config.get("slo") or {}),
+        verdict=marked_verdict(
+            verdict_lines(run.summary, run.config.get("slo") or {}), run.summary
+        ),
         replica_headers=HEADERS,
         replica_rows=(
             []

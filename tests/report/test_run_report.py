@@ -321,7 +321,10 @@ def test_the_verdict_leads_the_report(tmp_path: Path) -> None:
     write_run(simulate(cfg, tmp_path), tmp_path / "run")
     page = render_run_report(tmp_path / "run")
     verdict = page[page.index('<ul class="verdict" id="slo-verdict">') : page.index("</ul>")]
-    items = re.findall(r'<li class="(\w+)">(.*?)</li>', verdict)
+    marked = re.findall(r'<li class="(\w+)">(.*?)</li>', verdict)
+    assert '<b data-answer="slo_ttft_pass">PASS</b>' in marked[0][1]  # the answers, marked
+    assert '<b data-answer="p99_e2el_ms">' in marked[1][1]
+    items = [(cls, re.sub(r"<[^>]+>", "", text)) for cls, text in marked]
     assert [cls for cls, _ in items] == ["pass", "fail", "binding"]
     assert items[0][1].startswith("SLO TTFT ≤ 20 ms: PASS, p99 18")
     assert items[1][1].startswith("SLO E2EL ≤ 100 ms: FAIL, p99 1")

@@ -212,8 +212,13 @@ def _captions(text: str) -> dict[str, str]:
 def test_summary_box_names_best_run_slos_and_knee(rate_page: str) -> None:
     box = rate_page[rate_page.index('<section id="sweep-summary">') : rate_page.index("</section>")]
     lines = re.findall(r"<p>(.*?)</p>", box)
-    # the answer (the knee) first; the best only among the runs meeting the SLOs, not #3
-    assert lines[0] == "Knee: the highest workload.rate meeting the SLOs is 2 req/s."
+    # the answer (the knee) first, its number marked; the best only among the runs meeting
+    # the SLOs, not #3
+    assert (
+        lines[0]
+        == 'Knee: the highest workload.rate meeting the SLOs is <b data-answer="knee">2</b> req/s.'
+    )
+    assert "data-answer" not in " ".join(lines[1:])
     assert lines[1] == ("Best among the 2 runs meeting the SLOs (by request goodput): "
                         "#2 (workload.rate=2), 2.00 req/s goodput, p99 TTFT 500 ms.")  # fmt: skip
     assert lines[2] == ("Runs meeting the SLOs (p99 TTFT ≤ 1,000 ms, p99 TPOT ≤ 50 ms): 2 of 4: "
@@ -239,7 +244,10 @@ def test_a_capacity_search_leads_with_its_answer_alone(tmp_path: Path) -> None:
     }))  # fmt: skip
     page = sr.render_sweep_report(path)
     lines = re.findall(r"<p>(.*?)</p>", page[page.index('<section id="sweep-summary">') :])
-    assert lines[0].startswith("Capacity: the highest workload.rate meeting the SLOs is 2 req/s")
+    answer = '<b data-answer="answer_rate">2</b>'
+    assert lines[0].startswith(
+        f"Capacity: the highest workload.rate meeting the SLOs is {answer} req/s"
+    )
     rest = " ".join(lines[1:3])
     assert "Best" not in rest and "Knee" not in rest  # one answer in the box
 
