@@ -14,14 +14,15 @@ import re
 from markupsafe import Markup, escape
 
 
-def mark_answer(line: str | Markup, shown: str, key: str) -> Markup:
-    """``line`` escaped, its first whole-word occurrence of ``shown`` wrapped in
-    ``<b data-answer="key">`` (``line`` unchanged but escaped when ``shown`` is absent)."""
-    text = str(escape(line))  # a Markup line is kept as it is
-    target = str(escape(shown))
-    pattern = rf"(?<![\w.,]){re.escape(target)}(?![\w]|[.,]\d)"
-    marked = re.sub(pattern, lambda m: f'<b data-answer="{escape(key)}">{m.group(0)}</b>', text,
-                    count=1)  # fmt: skip
+def mark_answer(line: str | Markup, shown: str, key: str, after: str = "") -> Markup:
+    """``line`` escaped (a ``Markup`` line kept as it is), its first whole-word occurrence of
+    ``shown`` (right after ``after``, when given) wrapped in ``<b data-answer="key">``;
+    unchanged but escaped when there is none."""
+    text = str(escape(line))
+    target = re.escape(str(escape(shown)))
+    pattern = rf"({re.escape(str(escape(after)))})(?<![\w.,])({target})(?![\w]|[.,]\d)"
+    marked = re.sub(pattern, lambda m: f'{m.group(1)}<b data-answer="{escape(key)}">'
+                    f"{m.group(2)}</b>", text, count=1)  # fmt: skip
     return Markup(marked)
 
 

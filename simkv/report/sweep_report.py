@@ -298,21 +298,23 @@ def marked_headline(sweep_dir: Path, sweep: SweepFolder, lines: list[str]) -> li
     ``answer_rate``, a count search's ``answer_replicas`` (capacity.json), a rate sweep's
     ``knee`` (one line only)."""
     found = capacity_json(sweep_dir) or {}
-    marks: list[tuple[str, str]] = []
+    marks: list[tuple[str, str, str]] = []  # (words before the number, number, key)
     if found.get("search") == "rate" and found.get("outcome") in ("found", "all_meet"):
-        marks.append((f"{found['answer_rate']:g}", "answer_rate"))
+        marks.append(("", f"{found['answer_rate']:g}", "answer_rate"))
     elif found.get("search") == "replicas" and found.get("outcome") in ("found", "all_meet"):
-        word = "are" if found["outcome"] == "found" else "from"
-        marks.append((f"{word} {found['answer_replicas']}", "answer_replicas"))
+        word = "are " if found["outcome"] == "found" else "from "
+        marks.append((word, str(found["answer_replicas"]), "answer_replicas"))
     elif not found:
         found_knees = knees(sweep, x_axis(sweep))
         if len(found_knees) == 1 and found_knees[0][1].meets_up_to is not None:
-            marks.append((f"{found_knees[0][1].meets_up_to:g}", "knee"))
+            marks.append(("is ", f"{found_knees[0][1].meets_up_to:g}", "knee"))
     out = [Markup(escape(line)) for line in lines]
-    for shown, key in marks:
-        at = next((i for i, line in enumerate(out) if shown in line), None)
-        if at is not None:
-            out[at] = mark_answer(out[at], shown, key)
+    for after, shown, key in marks:
+        for i, line in enumerate(out):  # the first line stating it
+            marked = mark_answer(line, shown, key, after)
+            if marked != line:
+                out[i] = marked
+                break
     return out
 
 
