@@ -3,7 +3,8 @@ zero baselines or log scales, log2 grids, compact tick labels, thinned x tick la
 
 * a y axis starts at zero, unless a linear axis would squash its values (convention 7,
   :func:`~simkv.report.conventions.squashed`): then it is logarithmic (``symlog`` when some
-  values are 0) and its label says so;
+  values are 0) and its label says so; a log axis over two decades or less is labelled at
+  1, 2 and 5 times each power of ten, so the squashed points still have labels beside them;
 * a numeric grid axis whose values are all the smallest times a power of two (block sizes,
   capacities 12/24/48) is drawn on a log2 scale;
 * tick labels are the conventions' compact numbers (``1.4M``, ``950``, ``0.25``): no offset,
@@ -24,9 +25,9 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.ticker import MaxNLocator, NullFormatter
+from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter
 
-from simkv.report.conventions import COMPACT, MAX_TICKS, compact_number, squashed
+from simkv.report.conventions import COMPACT, LOG_DECADES, MAX_TICKS, compact_number, squashed
 
 
 def is_power_of_two_grid(values: Sequence[Any]) -> bool:
@@ -59,6 +60,8 @@ def scale_y(ax: Axes, values: np.ndarray) -> str:
             compact_log_ticks(ax.yaxis)
             return " (symlog scale)"
         ax.set_yscale("log")
+        if positive.max() / positive.min() <= 10**LOG_DECADES:  # few decades: label 1-2-5
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         compact_log_ticks(ax.yaxis)
         ax.set_ylim(positive.min() / 1.6, positive.max() * 1.6)
         return " (log scale)"
