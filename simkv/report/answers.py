@@ -13,6 +13,8 @@ import re
 
 from markupsafe import Markup, escape
 
+from simkv.report.conventions import format_ms
+
 
 def mark_answer(line: str | Markup, shown: str, key: str, after: str = "") -> Markup:
     """``line`` escaped (a ``Markup`` line kept as it is), its first whole-word occurrence of
@@ -33,7 +35,6 @@ def marked_verdict(
     objective's PASS/FAIL marked ``slo_<name>_pass`` and its judged percentile marked by its
     summary key (``p99_ttft_ms``)."""
     from simkv.metrics.slo import judged_metric
-    from simkv.report.verdict import _ms
 
     q = float(summary.get("slo_percentile") or 99.0)  # type: ignore[arg-type]
     out = []
@@ -45,5 +46,7 @@ def marked_verdict(
         name = found.group(1).lower()
         key = judged_metric(f"{name}_ms", q)
         marked = mark_answer(line, "PASS" if passed else "FAIL", f"slo_{name}_pass")
-        out.append((passed, mark_answer(marked, _ms(summary.get(key)), key)))
+        value = summary.get(key)
+        shown = format_ms(float(value) if isinstance(value, int | float) else None)
+        out.append((passed, mark_answer(marked, shown, key)))
     return out

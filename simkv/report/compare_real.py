@@ -33,7 +33,7 @@ from simkv.outputs import make_folder, write_file
 from simkv.report import compare_figures as cf
 from simkv.report import figures as fg
 from simkv.report.blocks import FigureBlock, figure_block, report_environment
-from simkv.report.conventions import Drawn, format_ms
+from simkv.report.conventions import Drawn
 from simkv.report.run_folder import RunFolder, load_run
 
 HTML_FILE, CSV_FILE = "compare.html", "compare.csv"
@@ -84,12 +84,9 @@ def compare_run(run: RunFolder, measured_path: Path) -> RealComparison:
 
 
 def format_metric(key: str, value: float | None) -> str:
-    """A metric value for display: latencies by :func:`format_ms` (with their unit), tokens/s
-    to 0.1, req/s to 0.001, counts whole."""
+    """A metric value for display: ms and tokens/s to 0.1, req/s to 0.001, counts whole."""
     if value is None:
         return "—"
-    if key.endswith("_ms"):
-        return format_ms(value)
     if key == "completed":
         return f"{int(value):,}"
     return f"{value:,.3f}" if key == "request_throughput" else f"{value:,.1f}"
