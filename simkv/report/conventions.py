@@ -70,8 +70,10 @@ of ms) is drawn on a log scale; below that, a linear axis from zero."""
 SQUASH_FRACTION = 0.1
 """A linear axis whose points' median lies below this share of its maximum squashes them:
 it is drawn on a log scale instead (convention 7)."""
-SECONDS_FROM_MS = 60_000.0
-"""Durations from this many milliseconds (a minute) are printed in seconds (convention 9)."""
+SECONDS_FROM_MS = 10_000.0
+"""Durations from this many milliseconds are printed in seconds (convention 9): a duration
+never shows more than four digits of milliseconds (``9,999 ms``, then ``10 s``), so no cell
+reads ``1,609,216 ms`` and a card's ``35.1 s`` fits its box."""
 _SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
@@ -90,8 +92,9 @@ def axis_label(quantity: str, unit: str) -> str:
 
 
 def format_ms(value: float | None) -> str:
-    """A duration given in ms: ``8.53 ms``, ``186 ms``, ``13,531 ms`` below
-    :data:`SECONDS_FROM_MS`, then seconds: ``72.7 s``, ``1,609 s``; ``—`` when missing."""
+    """A duration given in ms: ``8.53 ms``, ``186 ms``, ``1,722 ms`` below
+    :data:`SECONDS_FROM_MS`, then seconds: ``13.5 s``, ``72.7 s``, ``1,609 s``; ``—`` when
+    missing."""
     if value is None or value != value:
         return "—"
     if abs(value) >= SECONDS_FROM_MS:

@@ -6,7 +6,7 @@ status, whether it meets the SLOs (when any run sets one), the key metrics under
 (:data:`TABLE_METRICS`; the full column name is the header's tooltip and listed in the key
 under the table) and, when a run failed, the errors. By the report conventions (9), no word is
 ever broken: headers and errors wrap at spaces only, ids and axis names not at all, and
-latencies are :func:`~simkv.report.conventions.format_ms` (ms below a minute, then s) with
+latencies are :func:`~simkv.report.conventions.format_ms` (ms below 10 s, then s) with
 their unit in the cell; every column of ``sweep.parquet`` stays in that file.
 """
 

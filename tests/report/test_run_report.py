@@ -226,9 +226,11 @@ def test_comparison_overlays_runs(tmp_path: Path) -> None:
 
 
 def test_format_ms() -> None:
-    values = (None, float("nan"), 7.5, 185.7, 999.4, 7208.6, 59_999.0, 72_675.0, 1_609_216.0)
+    values = (None, float("nan"), 7.5, 185.7, 999.4, 7208.6, 9_999.4, 10_000.0, 72_675.0,
+              1_609_216.0)  # fmt: skip
     assert [format_ms(v) for v in values] == [
-        "—", "—", "7.5 ms", "186 ms", "999 ms", "7,209 ms", "59,999 ms", "72.7 s", "1,609 s",
+        "—", "—", "7.5 ms", "186 ms", "999 ms", "7,209 ms", "9,999 ms", "10 s", "72.7 s",
+        "1,609 s",
     ]  # fmt: skip
 
 
