@@ -115,12 +115,16 @@ def fleet_text(replicas: pd.DataFrame) -> str:
     return " + ".join(f"{n} × {gpu} TP{int(tp)}" for (gpu, tp), n in counts.items())
 
 
-def format_value(value: object) -> str:
-    """A summary value for a table cell: ints with separators, floats to 6 significant digits."""
+def format_value(value: object, key: str = "") -> str:
+    """A summary value for a table cell: a duration (``key`` ending ``_ms``) by
+    :func:`~simkv.report.conventions.format_ms`, ints with separators, floats to 6 significant
+    digits."""
     if value is None:
         return "—"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
+    if key.endswith("_ms"):
+        return cv.format_ms(float(value))
     return f"{value:,}" if isinstance(value, int) else f"{value:,.6g}"
 
 

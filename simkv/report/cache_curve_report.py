@@ -76,7 +76,7 @@ def doubling_rows(curve: CacheCurve, block_bytes: int | None) -> list[dict[str, 
 def curve_figure(curve: CacheCurve, setup: CurveSetup) -> Figure:
     """Hit rates (token and request) against capacity, marks as dashed vertical lines."""
     with mpl.rc_context(dict(REPORT_RC)):
-        fig = Figure(figsize=(7.5, 4.2))
+        fig = Figure(figsize=(9.0, 4.2))
         ax = fig.add_subplot()
         table = curve.sampled(MAX_ROWS)
         right = max(curve.distinct_blocks, 2) * 1.5
@@ -93,7 +93,7 @@ def curve_figure(curve: CacheCurve, setup: CurveSetup) -> Figure:
         ax.set_ylim(0, 100)
         ax.set_xlabel(f"cache capacity (blocks of {curve.block_size} tokens)")
         ax.set_ylabel("% of prompt tokens / requests")
-        ax.legend(loc="upper left", fontsize=7.5)
+        cv.legend_beside(ax, fontsize=7.5)
         if setup.block_bytes is not None:
             per_gib = setup.block_bytes / GIB
             top = ax.secondary_xaxis(

@@ -53,6 +53,11 @@ def failure_line(found: dict[str, Any], head: str) -> str | None:
             f"({failure['run']}): {failure['error']}")  # fmt: skip
 
 
+def capacity_json(sweep_dir: Path) -> dict[str, Any] | None:
+    """The folder's ``capacity.json`` (a capacity or count search), else None."""
+    return _read_json(sweep_dir / "capacity.json")
+
+
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = parse_json(read_text(path), path)

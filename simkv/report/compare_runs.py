@@ -198,7 +198,7 @@ def render_comparison_report(run_dirs: list[Path]) -> str:
         cards=compare_cards(labels, runs),
         config_diff=config_diff(runs),
         setups=[describe_setup(run) for run in runs],
-        summary_rows=[(k, [format_value(r.summary.get(k)) for r in runs]) for k in keys],
+        summary_rows=[(k, [format_value(r.summary.get(k), k) for r in runs]) for k in keys],
         figures=figure_blocks,
         configs=list(zip(labels, [run.config_text for run in runs], strict=True)),
     )

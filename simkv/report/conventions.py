@@ -19,6 +19,22 @@
 6. **SLO lines**: a configured objective is a dashed red line in :data:`SLO_STYLE`, named in
    the legend: vertical on a latency axis (:func:`slo_line`), horizontal on a metric-vs-axis
    chart (:func:`slo_hline`).
+7. **Outliers never squash the others**: a value axis is logarithmic when a linear one would
+   crowd most points into its bottom :data:`SQUASH_FRACTION` (:func:`squashed`: the values
+   span more than :data:`LOG_DECADES` decades, or their median is below that fraction of
+   their maximum: a static policy's 1,368 ms among 17–41 ms and a 100 ms SLO). No value is
+   clipped, so no run is ever off the chart.
+8. **Answers on the axis**: a rate axis carrying an answer (a capacity, a knee) has a tick at
+   it, labelled with the answer as the summary prints it; other labels that would touch it
+   are blanked. Its other ticks are round numbers (:data:`MAX_TICKS` at most), not one per
+   point, so a search's points clustered near its answer do not crowd the labels.
+9. **Tables never break words**: cells and headers wrap at spaces only (no ``break-all``,
+   no ``overflow-wrap: anywhere``, no soft hyphens), and a duration is printed by
+   :func:`format_ms`: milliseconds below :data:`SECONDS_FROM_MS`, seconds from there, so no
+   cell reads ``1,609,216 ms``.
+10. **Legends never cover data**: a legend sits beside its panel (:func:`legend_beside`) or
+   above the panels, never inside a plotting area; :func:`legend_overlaps` checks it (the
+   browser tests measure every legend against every plotted line).
 """
 
 from __future__ import annotations
@@ -30,6 +46,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
+from matplotlib.transforms import Bbox
 
 MAX_TICKS = 6
 """Most major ticks on one axis."""
@@ -50,6 +67,13 @@ SLO_STYLE: dict[str, object] = {"color": SLO_COLOR, "linestyle": "--", "linewidt
 LOG_DECADES = 2.0
 """An axis whose values span more than this many decades (a 2.3e6 ms outlier among hundreds
 of ms) is drawn on a log scale; below that, a linear axis from zero."""
+SQUASH_FRACTION = 0.1
+"""A linear axis whose points' median lies below this share of its maximum squashes them:
+it is drawn on a log scale instead (convention 7)."""
+SECONDS_FROM_MS = 10_000.0
+"""Durations from this many milliseconds are printed in seconds (convention 9): a duration
+never shows more than four digits of milliseconds (``9,999 ms``, then ``10 s``), so no cell
+reads ``1,609,216 ms`` and a card's ``35.1 s`` fits its box."""
 _SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
@@ -68,10 +92,28 @@ def axis_label(quantity: str, unit: str) -> str:
 
 
 def format_ms(value: float | None) -> str:
-    """``186 ms`` below a second, ``7.21 s`` above; ``—`` for a missing value."""
-    if value is None:
+    """A duration given in ms: ``8.53 ms``, ``186 ms``, ``1,722 ms`` below
+    :data:`SECONDS_FROM_MS`, then seconds: ``13.5 s``, ``72.7 s``, ``1,609 s``; ``—`` when
+    missing."""
+    if value is None or value != value:
         return "—"
-    return f"{value:.3g} ms" if value < 1000 else f"{value / 1000:.3g} s"
+    if abs(value) >= SECONDS_FROM_MS:
+        seconds = value / 1000
+        return f"{seconds:,.0f} s" if abs(seconds) >= 100 else f"{seconds:.3g} s"
+    return f"{value:,.0f} ms" if abs(value) >= 100 else f"{value:.3g} ms"
+
+
+def squashed(values: np.ndarray) -> bool:
+    """Convention 7: True when a linear axis from zero would squash ``values`` (NaN and values
+    ≤ 0 ignored): they span more than :data:`LOG_DECADES` decades, or their median is below
+    :data:`SQUASH_FRACTION` of their maximum."""
+    positive = values[np.isfinite(values) & (values > 0)]
+    if positive.size < 2:
+        return False
+    top = positive.max()
+    return bool(
+        top / positive.min() > 10**LOG_DECADES or np.median(positive) < SQUASH_FRACTION * top
+    )
 
 
 def compact_number(value: float) -> str:
@@ -121,6 +163,7 @@ def place_panels(
     legend: bool = False,
     sharex: bool = True,
     bottom_in: float | None = None,
+    legend_rows: int = 0,
 ) -> list[Axes]:
     """``rows × cols`` panels in fixed margins (:data:`MARGINS_IN`; with ``legend``, a right
     margin of :data:`LEGEND_MARGIN_IN` for legends beside the panels), row by row; with
@@ -134,7 +177,7 @@ def place_panels(
     bottom = m["bottom"] if bottom_in is None else bottom_in
     grid = fig.add_gridspec(
         rows, cols, left=m["left"] / width, right=1 - right / width,
-        bottom=bottom / height, top=1 - m["top"] / height,
+        bottom=bottom / height, top=1 - (m["top"] + legend_rows * LEGEND_ROW_IN) / height,
         wspace=m["gap_x"] / ((width - m["left"] - right) / cols),
         hspace=gap_y / ((height - bottom - m["top"]) / rows),
     )  # fmt: skip
@@ -146,10 +189,37 @@ def place_panels(
     return axes
 
 
-def panels_height(rows: int, panel_in: float, *, shared: bool) -> float:
-    """Figure height (inches) for ``rows`` panels ``panel_in`` high in :func:`place_panels`."""
+def panels_height(rows: int, panel_in: float, *, shared: bool, legend_rows: int = 0) -> float:
+    """Figure height (inches) for ``rows`` panels ``panel_in`` high in :func:`place_panels`
+    (with ``legend_rows`` rows of a legend above them)."""
     gap = GAP_Y_SHARED_IN if shared else MARGINS_IN["gap_y"]
-    return MARGINS_IN["bottom"] + MARGINS_IN["top"] + rows * panel_in + (rows - 1) * gap
+    top = MARGINS_IN["top"] + legend_rows * LEGEND_ROW_IN
+    return MARGINS_IN["bottom"] + top + rows * panel_in + (rows - 1) * gap
+
+
+LEGEND_ROW_IN = 0.3
+"""Height (inches) of one row of a legend above the panels (:func:`legend_above`)."""
+LEGEND_COLUMNS = 4
+"""Entries per row of a legend above the panels."""
+
+
+def legend_rows(entries: int) -> int:
+    """Rows of a legend of ``entries`` entries above the panels."""
+    return -(-entries // LEGEND_COLUMNS)
+
+
+def legend_above(fig: Figure, axes: list[Axes]) -> None:
+    """One legend of every panel's named lines (each label once) in the top margin that
+    :func:`place_panels` left with ``legend_rows``: above every panel, over no data."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    if entries:
+        left = MARGINS_IN["left"] / fig.get_figwidth()
+        fig.legend(list(entries.values()), list(entries), loc="upper left",  # type: ignore[arg-type]
+                   bbox_to_anchor=(left, 1.0), ncol=LEGEND_COLUMNS, frameon=False,
+                   borderaxespad=0.2)  # fmt: skip
 
 
 def legend_beside(ax: Axes, **kwargs: object) -> None:
@@ -210,6 +280,50 @@ def _texts(fig: Figure) -> list[Text]:
         if legend is not None:
             found += legend.get_texts()
     return [t for t in found if t.get_visible() and t.get_text().strip()]
+
+
+LINE_SAMPLES = 16
+"""Points sampled along each segment of a line when testing it against a legend's box."""
+
+
+def legend_overlaps(fig: Figure) -> list[tuple[str, str]]:
+    """(legend's first entry, line's label) for each plotted line of ``fig`` that crosses a
+    legend's box inside its panel (draws the figure). A check for tests (convention 10)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+    found = []
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        first = next((t.get_text() for t in legend.get_texts()), "legend")
+        for ax in (ax for ax in fig.axes if ax.get_visible()):
+            frame = ax.get_window_extent(renderer)
+            for line in ax.get_lines():
+                points = _sampled(line.get_transform().transform(line.get_xydata()))
+                shown = points[_inside(frame, points)]
+                if line.get_visible() and _inside(box, shown).any():
+                    found.append((first, str(line.get_label())))
+    return found
+
+
+def _sampled(xy: np.ndarray) -> np.ndarray:
+    """:data:`LINE_SAMPLES` points along each segment of the polyline ``xy`` (NaN gaps kept
+    out)."""
+    xy = xy[np.isfinite(xy).all(axis=1)]
+    if len(xy) < 2:
+        return xy
+    t = np.linspace(0.0, 1.0, LINE_SAMPLES)[None, :, None]
+    return (xy[:-1, None, :] * (1 - t) + xy[1:, None, :] * t).reshape(-1, 2)
+
+
+def _inside(box: Bbox, points: np.ndarray) -> np.ndarray:
+    """Per point (display px): within ``box``, edges included."""
+    if len(points) == 0:
+        return np.zeros(0, dtype=bool)
+    x, y = points[:, 0], points[:, 1]
+    return (box.x0 <= x) & (x <= box.x1) & (box.y0 <= y) & (y <= box.y1)
 
 
 CURRENCY_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}

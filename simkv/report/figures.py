@@ -185,8 +185,8 @@ def latency_cdf_figure(
 
     ITL samples are weighted by their token counts. The x axis is logarithmic when every
     sample is positive and they span :data:`LOG_SPAN`. With one run the panel title gives
-    its p50 and p99; with several, a legend names the runs. Latencies without a sample in
-    any run are left out, with a note.
+    its p50 and p99; with several, a legend above the panels names the runs (and the SLOs,
+    conventions 10). Latencies without a sample in any run are left out, with a note.
     """
     slo = slo or {}
     shown = [(k, label) for k, label in LATENCY_LABELS if any(s[k][1].sum() > 0 for _, s in runs)]
@@ -196,12 +196,18 @@ def latency_cdf_figure(
         return cv.Drawn(None, notes)
     cols = min(len(shown), 2)
     rows = -(-len(shown) // cols)
-    fig = Figure(figsize=(10.4, cv.panels_height(rows, CDF_PANEL_HEIGHT_IN, shared=False)))
-    axes = cv.place_panels(fig, rows, cols, sharex=False)
+    named = (len(runs) if len(runs) > 1 else 0) + sum(bool(slo.get(f"{k}_ms")) for k, _ in shown)
+    named += 1 if named and len(runs) == 1 else 0  # the one run's line is named beside an SLO
+    above = cv.legend_rows(named)
+    height = cv.panels_height(rows, CDF_PANEL_HEIGHT_IN, shared=False, legend_rows=above)
+    fig = Figure(figsize=(10.4, height))
+    axes = cv.place_panels(fig, rows, cols, sharex=False, legend_rows=above)
     for ax, (key, label) in zip(axes, shown, strict=False):
         _cdf_panel(ax, key, label, runs, slo.get(f"{key}_ms"))
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
+    if above:
+        cv.legend_above(fig, axes)
     return cv.Drawn(fig, notes)
 
 
@@ -236,7 +242,7 @@ def _cdf_panel(
         ax.plot([p50, p99], [0.5, 0.99], "o", color=line.get_color(), markersize=4)
         marks.append((p50, p99))
         every.append(values[counts > 0])
-    cv.slo_line(ax, slo_ms, f"SLO ≤ {slo_ms:g} ms" if slo_ms else "")
+    cv.slo_line(ax, slo_ms, f"{label} SLO ≤ {cv.format_ms(slo_ms)}" if slo_ms else "")
     cdf_axes(ax, np.concatenate(every), cv.axis_label(label, "ms"))
     if len(runs) == 1:
         p50, p99 = marks[0]
@@ -244,8 +250,6 @@ def _cdf_panel(
                      loc="left")  # fmt: skip
     else:
         ax.set_title(f"{label} (dots: p50 and p99)", loc="left")
-    if len(runs) > 1 or slo_ms:
-        ax.legend(loc="lower right", fontsize=7)
 
 
 def waste_bar_figure(runs: Sequence[tuple[str, Mapping[str, float | None]]]) -> Figure:

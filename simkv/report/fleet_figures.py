@@ -5,8 +5,9 @@ Per-replica series share one set of time bins (:data:`FLEET_BINS` equal bins ove
 in each bin a replica's KV usage (blocks used / its pool, %) and waiting requests are its
 steps' duration-weighted means, carried forward over bins where it ran no step. Up to
 :data:`MAX_LINES` replicas get a line each; beyond, the figure draws the fleet's min, median
-and max per bin (one line each), so the legend stays readable. Figures follow
-:mod:`simkv.report.conventions`.
+and max per bin (one line each), so the legend stays readable. The routing bars are labelled
+with each replica's number, group and GPU (``r0 · h100`` over ``h100-80gb TP1``) up to
+:data:`MAX_LINES` replicas. Figures follow :mod:`simkv.report.conventions`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from simkv.report import conventions as cv
 from simkv.report import figures as fg
+from simkv.report.replica_table import replica_name
 from simkv.report.time_figures import stack
 
 FLEET_BINS = 200
@@ -49,10 +51,11 @@ def replica_series(steps: pd.DataFrame, column: str, edges: np.ndarray) -> np.nd
     return out.ffill().fillna(0.0).to_numpy().T
 
 
-def _lines(ax: Axes, series: np.ndarray, edges: np.ndarray) -> None:
+def _lines(ax: Axes, series: np.ndarray, edges: np.ndarray, names: list[str]) -> None:
     if len(series) <= MAX_LINES:
         for r, values in enumerate(series):
-            fg.stairs(ax, values, edges, label=f"replica {r}", linewidth=0.9)
+            name = names[r] if r < len(names) else f"r{r}"
+            fg.stairs(ax, values, edges, label=name, linewidth=0.9)
         return
     for name, values, style in (
         ("max", series.max(axis=0), "-"), ("median", np.median(series, axis=0), "--"),
@@ -62,20 +65,25 @@ def _lines(ax: Axes, series: np.ndarray, edges: np.ndarray) -> None:
                   linestyle=style, linewidth=0.9)  # fmt: skip
 
 
-def fleet_time_figure(steps: pd.DataFrame) -> cv.Drawn:
-    """Each replica's KV usage (%) and waiting requests (when any waited) over time."""
+def fleet_time_figure(steps: pd.DataFrame, replicas: pd.DataFrame | None = None) -> cv.Drawn:
+    """Each replica's KV usage (%) and waiting requests (when any waited) over time; lines
+    are named ``r0 · h100`` from ``replicas`` (its ``replicas.json``) when given."""
     if steps.empty or "replica" not in steps:
         return cv.Drawn(None, ("no engine steps in this run",))
     end = float((steps["time_s"] + steps["duration_s"]).max())
     edges = np.linspace(float(steps["time_s"].min()), end, FLEET_BINS + 1)
+    rows = [] if replicas is None else replicas.sort_values("replica").iterrows()
+    names = [replica_name(row) for _, row in rows]
     usage = replica_series(steps, "kv_usage_pct", edges)
     waiting = replica_series(steps, "num_waiting", edges)
     panels: list[tuple[str, cv.Panel]] = [
-        (cv.axis_label("KV used", "% of pool"), lambda ax: _lines(ax, usage, edges)),
+        (cv.axis_label("KV used", "% of pool"), lambda ax: _lines(ax, usage, edges, names)),
     ]
     notes = []
     if waiting.any():
-        panels.append((cv.axis_label("waiting", "requests"), lambda ax: _lines(ax, waiting, edges)))
+        panels.append(
+            (cv.axis_label("waiting", "requests"), lambda ax: _lines(ax, waiting, edges, names))
+        )
     else:
         notes.append("no replica had waiting requests")
     return cv.Drawn(stack(panels), tuple(notes))
@@ -97,13 +105,30 @@ def routing_figure(replicas: pd.DataFrame) -> cv.Drawn:
     else:
         notes.append("no prefix caching on any replica")
     x = replicas["replica"].to_numpy()
-    fig = Figure(figsize=(10.4, cv.panels_height(len(panels), 1.55, shared=True)))
-    axes = cv.place_panels(fig, len(panels))
+    named = len(x) <= MAX_LINES  # one label per bar fits; beyond, replica numbers only
+    height = cv.panels_height(len(panels), 1.55, shared=True) + (NAME_LINE_IN if named else 0)
+    fig = Figure(figsize=(10.4, height))
+    bottom = cv.MARGINS_IN["bottom"] + (NAME_LINE_IN if named else 0)
+    axes = cv.place_panels(fig, len(panels), bottom_in=bottom)
     for ax, (quantity, unit, values) in zip(axes, panels, strict=True):
         ax.bar(x, values, width=0.6, color="tab:blue")
         cv.tidy_axes(ax)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=cv.MAX_TICKS - 1, integer=True))
         ax.set_ylabel(cv.axis_label(quantity, unit))
-    axes[-1].set_xlabel("replica")
+    if named:
+        axes[-1].set_xticks(x, [bar_label(row) for _, row in replicas.iterrows()])
+    axes[-1].set_xlabel("replica" if named else "replica (numbers: see the per-replica table)")
     axes[-1].set_xlim(-0.6, len(x) - 0.4)
     return cv.Drawn(fig, tuple(notes))
+
+
+NAME_LINE_IN = 0.18
+"""Height (inches) of the second line of a bar's label (its GPU)."""
+
+
+def bar_label(row: pd.Series) -> str:
+    """A replica's bar label: ``r0 · h100`` over its GPU (``h100-80gb TP1``) when recorded."""
+    gpu, tp = row.get("gpu"), row.get("tensor_parallel")
+    if not isinstance(gpu, str):
+        return replica_name(row)
+    return replica_name(row) + "\n" + gpu + (f" TP{int(tp)}" if tp is not None and tp == tp else "")

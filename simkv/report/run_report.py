@@ -23,6 +23,7 @@ from simkv.outputs import write_file
 from simkv.report import figures as fg
 from simkv.report import fleet_figures as ff
 from simkv.report import time_figures as tf
+from simkv.report.answers import marked_verdict
 from simkv.report.blocks import (
     CDF_CAPTION,
     Card,
@@ -38,6 +39,7 @@ from simkv.report.cache_figures import hit_split, prefix_cache_figure
 from simkv.report.compare_runs import render_comparison_report
 from simkv.report.conventions import Drawn, format_ms
 from simkv.report.distribution_figures import distribution_blocks
+from simkv.report.replica_table import HEADERS, replica_rows
 from simkv.report.run_folder import RunFolder, load_run
 from simkv.report.verdict import verdict_lines
 
@@ -209,7 +211,7 @@ def _fleet_figures(run: RunFolder) -> list[FigureBlock]:
             f"duration-weighted per bin ({ff.FLEET_BINS} equal bins; beyond {ff.MAX_LINES} "
             "replicas, the min, median and max over replicas). The figures above are over all "
             "replicas' steps together.",
-            ff.fleet_time_figure(run.frames.steps),
+            ff.fleet_time_figure(run.frames.steps, run.replicas),
         ),
         figure_block(
             "fig-fleet-routing", "Fleet: routing and load per replica",
@@ -249,12 +251,20 @@ def render_run_report(run_dir: Path) -> str:
         name=run.name,
         setup=describe_setup(run),
         cards=summary_cards(run),
-        verdict=verdict_lines(run.summary, run.config.get("slo") or {}),
+        verdict=marked_verdict(
+            verdict_lines(run.summary, run.config.get("slo") or {}), run.summary
+        ),
+        replica_headers=HEADERS,
+        replica_rows=(
+            []
+            if run.replicas is None
+            else replica_rows(run.frames.requests, run.frames.steps, run.replicas)
+        ),
         figures=figure_blocks,
         distributions=distributions,
         config_text=run.config_text,
         summary_rows=[
-            (key, format_value(value), METRIC_NOTES.get(key, ""))
+            (key, format_value(value, key), METRIC_NOTES.get(key, ""))
             for key, value in run.summary.items()
         ],
     )

@@ -3,9 +3,10 @@
 Build them inside ``matplotlib.rc_context(dict(figures.REPORT_RC))`` (byte-stable SVG).
 Conventions, so that a chart cannot mislead (axes: :mod:`simkv.report.sweep_scales`):
 
-* y axes start at zero unless the values (SLO lines included) span more than two decades (log
-  scale); power-of-two grid axes are log2; the latency axis of the Pareto scatter and the
-  heatmap's colours are logarithmic past two decades too;
+* y axes start at zero unless a linear axis would squash the values (SLO lines included;
+  conventions 7): then log scale; power-of-two grid axes are log2, other numeric axes have
+  round ticks plus a labelled tick at each knee or capacity (conventions 8); the latency axis
+  of the Pareto scatter and the heatmap's colours follow the same squash rule;
 * every line has its own marker and line style; a line that would hide an earlier one (same x,
   y within :data:`COINCIDE` of the axis height) is drawn hollow, shifted by :data:`DODGE` of
   the x span per earlier twin, and its legend entry says ``= <twin>`` (equal values) or
@@ -29,7 +30,7 @@ from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from simkv.report.conventions import COMPACT, LOG_DECADES, axis_label, slo_hline
+from simkv.report.conventions import COMPACT, axis_label, slo_hline, squashed
 from simkv.report.label_layout import place_point_labels
 from simkv.report.sweep_folder import (
     SweepFolder,
@@ -41,6 +42,7 @@ from simkv.report.sweep_folder import (
     run_number,
 )
 from simkv.report.sweep_scales import (
+    answer_ticks,
     compact_log_ticks,
     is_power_of_two_grid,
     scale_y,
@@ -141,12 +143,17 @@ def _dodged(x: np.ndarray, rank: int, xs: list[Any], log2: bool, numeric: bool) 
     return x + DODGE * rank * span
 
 
-def _set_x(ax: Axes, x: str, xs: list[Any], numeric: bool) -> bool:
+def _set_x(ax: Axes, x: str, xs: list[Any], numeric: bool, answers: tuple[float, ...]) -> bool:
+    """The x axis: a tick per grid value (log2 and categorical axes), or round ticks plus one
+    at each answer (other numeric axes, conventions 8). Returns whether it is log2."""
     log2 = numeric and is_power_of_two_grid(xs)
     if log2:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticks(xs if numeric else range(len(xs)), [axis_value(v) for v in xs])
+    if numeric and not log2:
+        answer_ticks(ax, float(min(xs)), float(max(xs)), {a: axis_value(a) for a in answers})
+    else:
+        ax.set_xticks(xs if numeric else range(len(xs)), [axis_value(v) for v in xs])
     ax.set_xlabel(axis_title(x) + (" (log2 scale)" if log2 else ""))
     return log2
 
@@ -159,7 +166,8 @@ def line_figure(
     ax = fig.add_subplot()
     xs, numeric = levels(sweep.table[x]), is_numeric_axis(sweep.table[x])
     others = [axis for axis in sweep.axes if axis != x]
-    log2 = _set_x(ax, x, xs, numeric)
+    answers = tuple(at for _, at in marks.knees)
+    log2 = _set_x(ax, x, xs, numeric, answers)
     lines = _lines(sweep.ok, metric, x, xs, others)
     values = np.concatenate([ys for _, _, ys in lines] + [np.array(marks.slo, dtype=float)])
     ax.set_ylabel(label + scale_y(ax, values))
@@ -177,7 +185,7 @@ def line_figure(
     if others or marks.slo or marks.knees:
         ax.legend(title=", ".join(others) or None, **LEGEND_KW)
     fig.tight_layout()
-    thin_x_labels(ax)
+    thin_x_labels(ax, answers)
     return fig
 
 
@@ -191,7 +199,7 @@ def _annotate(ax: Axes, grid: np.ndarray, norm: Normalize) -> None:
 def _norm(grid: np.ndarray) -> Normalize:
     finite = grid[np.isfinite(grid)]
     low, high = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
-    if low > 0 and high / low > 10**LOG_DECADES:
+    if low > 0 and squashed(finite):
         return LogNorm(low, high)
     return Normalize(low, high)
 
@@ -200,7 +208,7 @@ def heatmap_figure(sweep: SweepFolder, metric: str, label: str, x: str) -> Figur
     """``metric`` over a two-axis grid (``x`` across, the other axis down), cells annotated.
 
     A cell without a finished run is blank and annotated ``—``; the colour scale is
-    logarithmic when the values span more than :data:`LOG_DECADES` decades.
+    logarithmic when linear colours would squash the values (conventions 7).
     """
     (y,) = [axis for axis in sweep.axes if axis != x]
     xs, ys = levels(sweep.table[x]), levels(sweep.table[y])
@@ -256,7 +264,7 @@ def pareto_figure(sweep: SweepFolder) -> Pareto:
     """Request throughput against p99 TTFT per finished run, the Pareto front highlighted.
 
     Each point is labelled with its run number (front points placed first); the x axis is
-    logarithmic when p99 TTFT spans more than :data:`LOG_DECADES` decades.
+    logarithmic when a linear one would squash p99 TTFT (conventions 7).
     """
     ok = sweep.ok
     thr = ok[THROUGHPUT].to_numpy(dtype=float, na_value=np.nan)
@@ -287,8 +295,7 @@ def pareto_figure(sweep: SweepFolder) -> Pareto:
 
 
 def _scale_x_latency(ax: Axes, lat: np.ndarray) -> str:
-    positive = lat[np.isfinite(lat) & (lat > 0)]
-    if positive.size > 1 and positive.max() / positive.min() > 10**LOG_DECADES:
+    if squashed(lat):
         ax.set_xscale("log")
         compact_log_ticks(ax.xaxis)
         return " (log scale)"

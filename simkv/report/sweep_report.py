@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib as mpl
+from markupsafe import Markup, escape
 
 from simkv.metrics.slo import slo_name
 from simkv.outputs import write_file
 from simkv.report import figures as fg
 from simkv.report import sweep_summary as sm
-from simkv.report.capacity_summary import capacity_lines
+from simkv.report.answers import mark_answer
+from simkv.report.capacity_summary import capacity_json, capacity_lines
 from simkv.report.run_report import REPORT_FILE, FigureBlock, figure_block, report_environment
 from simkv.report.sweep_figures import (
     LATENCY,
@@ -279,7 +281,7 @@ def render_sweep_report(sweep_dir: Path) -> str:
             for axis in sweep.axes
         ],
         counts=(len(sweep.table), len(sweep.ok)),
-        summary=headline(sweep_dir, sweep),
+        summary=marked_headline(sweep_dir, sweep, headline(sweep_dir, sweep)),
         figures=figure_blocks,
         table=table,
     )
@@ -289,6 +291,31 @@ def headline(sweep_dir: Path, sweep: SweepFolder, names: bool = True) -> list[st
     """The summary box's sentences: a capacity search's answer, then :func:`summary_lines`."""
     answer = capacity_lines(sweep_dir)
     return answer + summary_lines(sweep, answered=bool(answer), names=names)
+
+
+def marked_headline(sweep_dir: Path, sweep: SweepFolder, lines: list[str]) -> list[Markup]:
+    """The headline with its answer's number marked (:func:`mark_answer`): a capacity search's
+    ``answer_rate``, a count search's ``answer_replicas`` (capacity.json), a rate sweep's
+    ``knee`` (one line only)."""
+    found = capacity_json(sweep_dir) or {}
+    marks: list[tuple[str, str, str]] = []  # (words before the number, number, key)
+    if found.get("search") == "rate" and found.get("outcome") in ("found", "all_meet"):
+        marks.append(("", f"{found['answer_rate']:g}", "answer_rate"))
+    elif found.get("search") == "replicas" and found.get("outcome") in ("found", "all_meet"):
+        word = "are " if found["outcome"] == "found" else "from "
+        marks.append((word, str(found["answer_replicas"]), "answer_replicas"))
+    elif not found:
+        found_knees = knees(sweep, x_axis(sweep))
+        if len(found_knees) == 1 and found_knees[0][1].meets_up_to is not None:
+            marks.append(("is ", f"{found_knees[0][1].meets_up_to:g}", "knee"))
+    out = [Markup(escape(line)) for line in lines]
+    for after, shown, key in marks:
+        for i, line in enumerate(out):  # the first line stating it
+            marked = mark_answer(line, shown, key, after)
+            if marked != line:
+                out[i] = marked
+                break
+    return out
 
 
 def write_sweep_report(sweep_dir: Path) -> Path:

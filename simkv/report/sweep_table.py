@@ -1,16 +1,17 @@
 """The "All runs" table of the sweep report, shaped to fit the page.
 
-One row per run in sweep order: its number (``#``, as the Pareto labels), id, axis values,
+One row per run in sweep order: its number (``#``, as the Pareto labels; its folder
+``runs/<run id>`` is the number's tooltip, the axis values name the run), axis values,
 status, whether it meets the SLOs (when any run sets one), the key metrics under short headers
 (:data:`TABLE_METRICS`; the full column name is the header's tooltip and listed in the key
-under the table) and, when a run failed, the errors. Headers wrap at spaces, dots and underscores
-and long ids or errors wrap anywhere, so the table is never wider than the page; every column
-of ``sweep.parquet`` stays in that file.
+under the table) and, when a run failed, the errors. By the report conventions (9), no word is
+ever broken: headers and errors wrap at spaces only, ids and axis names not at all, and
+latencies are :func:`~simkv.report.conventions.format_ms` (ms below 10 s, then s) with
+their unit in the cell; every column of ``sweep.parquet`` stays in that file.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,15 +19,12 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup, escape
 
+from simkv.report.conventions import format_ms
 from simkv.report.sweep_folder import STATUS_OK, SweepFolder, axis_value, py_value, run_number
 
 
 def _rate(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
-
-
-def _ms(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
 def _count(value: float) -> str:
@@ -44,11 +42,11 @@ def _gib(value: float) -> str:
 TABLE_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("request_throughput", "req/s", _rate),
     ("request_goodput", "goodput req/s", _rate),
-    ("median_ttft_ms", "p50 TTFT ms", _ms),
-    ("p99_ttft_ms", "p99 TTFT ms", _ms),
-    ("p99_tpot_ms", "p99 TPOT ms", _ms),
-    ("p99_e2el_ms", "p99 E2EL ms", _ms),
-    ("preemptions", "preempt\u00adions", _count),
+    ("median_ttft_ms", "p50 TTFT", format_ms),
+    ("p99_ttft_ms", "p99 TTFT", format_ms),
+    ("p99_tpot_ms", "p99 TPOT", format_ms),
+    ("p99_e2el_ms", "p99 E2EL", format_ms),
+    ("preemptions", "preemptions", _count),
     ("swap_gib", "swap GiB", _gib),
     ("mean_kv_usage", "KV used", _pct),
     ("mean_token_frac", "KV tokens", _pct),
@@ -57,7 +55,6 @@ TABLE_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 """(summary column, short header, cell format). A column without a value is left out, and so
 are the prefix hit rate and swap traffic when they are zero for every run."""
 ZERO_HIDDEN = ("prefix_hit_rate", "swap_gib")
-_BREAK_AFTER = re.compile(r"([._])")
 
 
 @dataclass(frozen=True)
@@ -71,19 +68,12 @@ class Header:
 
 @dataclass(frozen=True)
 class RunsTable:
-    """The table: headers, rows (``ok``, cells as (text, numeric)), the key of short headers."""
+    """The table: headers, rows (``ok``, ``folder``, cells as (text, numeric)), the key of
+    short headers."""
 
     header: list[Header]
     rows: list[dict[str, Any]]
     key: list[tuple[str, str]]
-
-
-def wrappable(name: str) -> Markup:
-    """``name`` escaped, with a line-break opportunity after every ``.`` and ``_``."""
-    return Markup("").join(
-        Markup(escape(part)) + (Markup("<wbr>") if _BREAK_AFTER.fullmatch(part) else "")
-        for part in _BREAK_AFTER.split(name)
-    )
 
 
 def _shown(table: pd.DataFrame, column: str) -> bool:
@@ -96,20 +86,19 @@ def runs_table(sweep: SweepFolder, met: pd.Series | None) -> RunsTable:
     """The runs table of ``sweep``; ``met`` (per row, meets the SLOs) adds an ``SLO met``
     column."""
     metrics = [m for m in TABLE_METRICS if _shown(sweep.table, m[0])]
-    header = [Header(Markup("#"), "run number (Pareto labels)", True),
-              Header(Markup("run"), "run_id", False)]  # fmt: skip
-    header += [Header(wrappable(axis), axis, False) for axis in sweep.axes]
+    header = [Header(Markup("#"), "run number (Pareto labels); its folder is the tooltip", True)]
+    header += [Header(escape(axis), axis, False) for axis in sweep.axes]
     header.append(Header(Markup("status"), "status", False))
     if met is not None:
         header.append(Header(Markup("SLO met"), "p99 of every set SLO within it", False))
-    header += [Header(wrappable(short), column, True) for column, short, _ in metrics]
+    header += [Header(escape(short), column, True) for column, short, _ in metrics]
     failed = bool((sweep.table["status"] != STATUS_OK).any())
     if failed:
         header.append(Header(Markup("error"), "error", False))
     rows = []
     for index, row in sweep.table.iterrows():
         ok = row["status"] == STATUS_OK
-        cells = [(str(run_number(index)), True), (str(row["run_id"]), False)]
+        cells = [(str(run_number(index)), True)]
         cells += [(axis_value(row[axis]), False) for axis in sweep.axes]
         cells.append((str(row["status"]), False))
         if met is not None:
@@ -119,6 +108,6 @@ def runs_table(sweep: SweepFolder, met: pd.Series | None) -> RunsTable:
             cells.append(("—" if value is None else fmt(float(value)), True))
         if failed:
             cells.append((py_value(row["error"]) or "", False))
-        rows.append({"ok": ok, "cells": cells})
-    key = [(short.replace("\u00ad", ""), column) for column, short, _ in metrics]
+        rows.append({"ok": ok, "folder": f"runs/{row['run_id']}", "cells": cells})
+    key = [(short, column) for column, short, _ in metrics]
     return RunsTable(header, rows, key)

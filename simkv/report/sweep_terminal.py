@@ -14,8 +14,9 @@ from simkv.report.sweep_table import TABLE_METRICS
 
 FORMATS = {column: fmt for column, _, fmt in TABLE_METRICS}
 """The cell format of each metric, as the report's table of all runs prints it."""
-COLUMNS = (("p99_ttft_ms", "p99 TTFT ms"), ("p99_tpot_ms", "p99 TPOT ms"))
-"""(summary column, header) of the latencies after the objective."""
+COLUMNS = (("p99_ttft_ms", "p99 TTFT"), ("p99_tpot_ms", "p99 TPOT"))
+"""(summary column, header) of the latencies after the objective (cells carry their unit:
+:func:`~simkv.report.conventions.format_ms`, ms below 10 s, then s)."""
 
 
 def axis_headers(axes: tuple[str, ...]) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from simkv.metrics.slo import SLO_KEYS, judged_metric, slo_name
 from simkv.metrics.text import percentile_label
+from simkv.report.conventions import format_ms
 
 
 def verdict_lines(
@@ -62,10 +63,11 @@ def _missing(value: object) -> bool:
 
 
 def _ms(value: object) -> str:
-    """``2,000 ms``, ``131 ms``, ``8.53 ms``; ``—`` when missing."""
+    """``2,000 ms``, ``131 ms``, ``8.53 ms``, ``72.7 s`` (:func:`format_ms`); ``—`` when
+    missing."""
     if not isinstance(value, int | float) or _missing(value):
         return "—"
-    return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
+    return format_ms(float(value))
 
 
 def _percent(value: object) -> str:

@@ -78,7 +78,7 @@ def block_size_figure(static: pd.DataFrame, *, max_context_len: int) -> Figure:
 
 
 def _by_block_size(static: pd.DataFrame, max_context_len: int) -> Figure:
-    fig = Figure(figsize=(6.5, 4.0))
+    fig = Figure(figsize=(8.0, 4.0))
     ax = fig.add_subplot()
     paged = static[static["scheme"] == "paged"].sort_values("block_size")
     sizes = paged["block_size"].astype(int).tolist()
@@ -93,7 +93,7 @@ def _by_block_size(static: pd.DataFrame, max_context_len: int) -> Figure:
     ax.set_xlabel("block size (tokens)")
     ax.set_ylabel("% of allocated KV slots wasted")
     ax.set_title(f"Static snapshot: waste vs block size (max context {max_context_len})")
-    ax.legend(loc="center right", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     return fig

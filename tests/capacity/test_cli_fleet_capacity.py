@@ -39,7 +39,8 @@ def test_fewest_replicas_and_resume(config: Path, tmp_path: Path) -> None:
     assert sweep["axes"] == ["fleet.replicas.0.count"]
     assert len(sweep["runs"]) == len(judged)
     report = (out / "report.html").read_text()
-    assert f"the fewest meeting the SLOs at 60 req/s are {meets}" in report
+    answer_tag = f'<b data-answer="answer_replicas">{meets}</b>'  # the headline's answer, marked
+    assert f"the fewest meeting the SLOs at 60 req/s are {answer_tag}" in report
     again = run_capacity(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert f"(0 run now, {len(judged)} reused" in again.stdout

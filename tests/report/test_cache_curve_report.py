@@ -29,6 +29,7 @@ def test_figure_has_no_overlapping_texts():
     with mpl.rc_context(dict(REPORT_RC)):
         fig = curve_figure(_curve(), SETUP)
         assert cv.text_overlaps(fig) == []
+        assert cv.legend_overlaps(fig) == []
 
 
 def test_page_tables_read_the_curve():

@@ -50,6 +50,34 @@ def test_text_overlaps_finds_texts_on_top_of_each_other() -> None:
         assert len(cv.text_overlaps(fig)) > 1
 
 
+def test_legend_overlaps_finds_a_legend_over_a_line() -> None:
+    with mpl.rc_context(dict(fg.REPORT_RC)):
+        fig = Figure(figsize=(6, 3))
+        ax = fig.add_subplot()
+        ax.plot([0, 1], [0, 1], label="rising")
+        cv.slo_line(ax, 0.97, "SLO")  # a vertical line at the right edge
+        ax.legend(loc="lower right")  # where the CDF legend stood: over the SLO line
+        assert cv.legend_overlaps(fig) == [("rising", "SLO")]
+        ax.legend(loc="center")  # over the rising line's middle
+        assert ("rising", "rising") in cv.legend_overlaps(fig)
+        cv.legend_beside(ax)
+        assert cv.legend_overlaps(fig) == []
+
+
+def test_a_cdf_legend_sits_above_the_panels_clear_of_the_slo_lines() -> None:
+    rng = np.random.default_rng(0)
+    samples = {k: (rng.uniform(5, 900, 50), np.ones(50, np.int64)) for k in ("ttft", "tpot")}
+    samples |= {k: (np.zeros(0), np.zeros(0, np.int64)) for k in ("itl", "e2el")}
+    slo = {"ttft_ms": 900.0, "tpot_ms": 70_000.0}
+    with mpl.rc_context(dict(fg.REPORT_RC)):
+        for runs in ([("one", samples)], [("one", samples), ("two", samples)]):
+            fig = fg.latency_cdf_figure(runs, slo).figure
+            assert fig is not None and fig.legends and cv.legend_overlaps(fig) == []
+            assert cv.text_overlaps(fig) == []
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["one", "two", "TTFT SLO ≤ 900 ms", "TPOT SLO ≤ 70 s"]
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_run(tmp_path_factory.mktemp("conventions"))
@@ -75,6 +103,7 @@ def test_no_figure_of_a_run_or_a_comparison_has_overlapping_texts(
         assert len(drawn) == len(blocks) - 1  # the prefix-cache figure is left out (no hits)
         for fig_id, fig in drawn:
             assert cv.text_overlaps(fig) == [], fig_id
+            assert cv.legend_overlaps(fig) == [], fig_id
 
 
 def _steps(n: int, **columns: list[float]) -> pd.DataFrame:

@@ -13,7 +13,8 @@ import pytest
 from simkv.errors import InputError
 from simkv.report import figures as fg
 from simkv.report import fleet_figures as ff
-from simkv.report.conventions import text_overlaps
+from simkv.report.conventions import format_ms, text_overlaps
+from simkv.report.replica_table import replica_rows
 from simkv.report.run_report import load_run, render_run_report
 from simkv.run import simulate, write_run
 from tests.engine.helpers import tiny_config
@@ -95,3 +96,30 @@ def test_the_header_names_the_fleet_and_whose_pool_it_shows(run_dir: Path) -> No
     html = render_run_report(run_dir)
     assert "<dt>fleet</dt><dd>2 × a100-80gb TP1</dd>" in html
     assert "(replica 0)</dd>" in html
+
+
+def test_bars_name_each_replica_by_group_and_gpu(run_dir: Path) -> None:
+    run = load_run(run_dir)
+    assert run.replicas is not None
+    with mpl.rc_context(dict(fg.REPORT_RC)):
+        fig = ff.routing_figure(run.replicas).figure
+    assert fig is not None
+    labels = [t.get_text() for t in fig.axes[-1].get_xticklabels()]
+    group = run.replicas["group"].iloc[0]
+    assert labels == [f"r0 · {group}\na100-80gb TP1", f"r1 · {group}\na100-80gb TP1"]
+    assert text_overlaps(fig) == []
+
+
+def test_the_per_replica_table_is_computed_from_the_requests(run_dir: Path) -> None:
+    """Rows from the requests frame agree with the engine's own per-replica record."""
+    run = load_run(run_dir)
+    assert run.replicas is not None
+    rows = replica_rows(run.frames.requests, run.frames.steps, run.replicas)
+    assert [(r.replica, r.gpu) for r in rows] == [("r0", "a100-80gb TP1"), ("r1", "a100-80gb TP1")]
+    assert [r.cells[0] for r in rows] == ["2", "1"]  # A, C on replica 0; B on replica 1
+    for row, (_, info) in zip(rows, run.replicas.iterrows(), strict=True):
+        assert row.cells[3] == format_ms(info["p99_ttft_ms"])
+        assert row.cells[4] == format_ms(info["p99_tpot_ms"])
+    html = render_run_report(run_dir)
+    table = html[html.index('<table id="replica-table">') :]
+    assert "<th>p99 TTFT</th>" in table and '<td class="num">' + rows[1].cells[2] in table

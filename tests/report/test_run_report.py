@@ -226,8 +226,11 @@ def test_comparison_overlays_runs(tmp_path: Path) -> None:
 
 
 def test_format_ms() -> None:
-    assert [format_ms(v) for v in (None, 7.5, 185.7, 999.4, 7208.6)] == [
-        "—", "7.5 ms", "186 ms", "999 ms", "7.21 s",
+    values = (None, float("nan"), 7.5, 185.7, 999.4, 7208.6, 9_999.4, 10_000.0, 72_675.0,
+              1_609_216.0)  # fmt: skip
+    assert [format_ms(v) for v in values] == [
+        "—", "—", "7.5 ms", "186 ms", "999 ms", "7,209 ms", "9,999 ms", "10 s", "72.7 s",
+        "1,609 s",
     ]  # fmt: skip
 
 
@@ -320,7 +323,10 @@ def test_the_verdict_leads_the_report(tmp_path: Path) -> None:
     write_run(simulate(cfg, tmp_path), tmp_path / "run")
     page = render_run_report(tmp_path / "run")
     verdict = page[page.index('<ul class="verdict" id="slo-verdict">') : page.index("</ul>")]
-    items = re.findall(r'<li class="(\w+)">(.*?)</li>', verdict)
+    marked = re.findall(r'<li class="(\w+)">(.*?)</li>', verdict)
+    assert '<b data-answer="slo_ttft_pass">PASS</b>' in marked[0][1]  # the answers, marked
+    assert '<b data-answer="p99_e2el_ms">' in marked[1][1]
+    items = [(cls, re.sub(r"<[^>]+>", "", text)) for cls, text in marked]
     assert [cls for cls, _ in items] == ["pass", "fail", "binding"]
     assert items[0][1].startswith("SLO TTFT ≤ 20 ms: PASS, p99 18")
     assert items[1][1].startswith("SLO E2EL ≤ 100 ms: FAIL, p99 1")

@@ -12,6 +12,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from simkv.report import conventions as cv
 from simkv.report import figures as fg
 from simkv.report import sweep_figures as sf
 from simkv.report import sweep_scales as sc
@@ -51,6 +52,24 @@ def test_y_scale_zero_baseline_or_log() -> None:
         ax = Figure().add_subplot()
         assert sc.scale_y(ax, np.array([0.0, 3.0, 5000.0])) == " (symlog scale)"
         assert ax.get_yscale() == "symlog" and ax.get_ylim()[0] == 0.0
+
+
+def test_an_outlier_within_two_decades_does_not_squash_the_others() -> None:
+    """The schedulers sweep's p99 TPOT: static's 760–1,368 ms beside 17–41 ms and a 100 ms
+    SLO (under two decades) sat in the bottom tenth of a linear axis; now log, labelled 1-2-5."""
+    tpot = np.array([34.3, 36, 36, 37.1, 41.7, 41.7, 17, 24.9, 36, 24.7, 36.1, 36, 28.6, 36.1, 36,
+                     760, 989, 1368, 100.0])  # fmt: skip
+    assert 10**cv.LOG_DECADES > 1368 / 17 and cv.squashed(tpot)
+    assert not cv.squashed(np.array([15.3, 21.2, 30.6, 49.3, 71.3, 94.1, 100.0]))  # rate sweep
+    assert not cv.squashed(np.array([0, 0, 0, 17, 129, 197.0]))  # zeros sit on the baseline
+    with mpl.rc_context(dict(fg.REPORT_RC)):
+        ax = Figure().add_subplot()
+        assert sc.scale_y(ax, tpot) == " (log scale)"
+        low, high = ax.get_ylim()
+        labelled = [
+            t for t in ax.yaxis.get_major_locator().tick_values(low, high) if low <= t <= high
+        ]
+        assert {20.0, 50.0, 100.0, 200.0, 500.0, 1000.0} <= set(labelled)
 
 
 def test_coinciding_lines_are_named_and_dodged(tmp_path: Path) -> None:
@@ -98,9 +117,14 @@ def test_reference_lines_and_thinned_ticks(tmp_path: Path) -> None:
     assert legend == ["SLO 1,000 ms", "knee 4.02 req/s"]
     assert ax.get_yscale() == "log"
     assert ax.get_xlabel() == "workload.rate (req/s)"  # the axis names its unit
-    ticks = [t.get_text() for t in ax.get_xticklabels()]
-    assert ticks[0] == "1" and ticks[-1] == "8"
-    assert "" in ticks[1:4], "three ticks 0.02 apart cannot all be labelled"
+    ticks = dict(zip(ax.get_xticks(), (t.get_text() for t in ax.get_xticklabels()), strict=True))
+    assert ticks[4.02] == "4.02", "the knee has its tick, labelled as the summary says"
+    assert ticks[4.0] == "", "a round tick touching the knee's label is blanked, not the knee's"
+    assert {t: text for t, text in ticks.items() if t != 4.02 and text} == {
+        2.0: "2",
+        6.0: "6",
+        8.0: "8",
+    }, "round ticks, not one per point: the points near the knee do not crowd the axis"
 
 
 def _label_boxes(fig: Figure) -> list:

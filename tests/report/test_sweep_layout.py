@@ -6,8 +6,10 @@ shrunk) and an option's replica-count folder (``--at-rate --options``) too; each
 opened in one browser session. On every page: no two text boxes of one SVG overlap (matplotlib
 writes each text as a ``<g id="…text_N">`` group of glyph paths, preceded by a comment holding
 the text; plain ``<text>`` elements count too), every text box lies inside its SVG, the
-document is no wider than the window and every table's box lies inside the page; no console
-error or network request.
+document is no wider than the window and every table's box lies inside the page; no legend
+covers a plotted line and no table cell wraps a word (:mod:`tests.report.page_checks`); the
+headline's answer (capacity, fewest replicas, knee) is the summary file's; no console error or
+network request.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -27,6 +31,7 @@ from simkv.report.sweep_report import write_sweep_report
 from simkv.sweep.run import run_sweep
 from tests.conftest import ROOT
 from tests.report.chromium import chromium_tab, page_problems, require_chromium
+from tests.report.page_checks import ANSWERS_JS, LEGEND_JS, WRAP_JS, shown_number
 
 SWEEPS = sorted((ROOT / "configs" / "sweeps").glob("*.yaml"))
 PAGES = [*(sweep.stem for sweep in SWEEPS), "capacity", "fleets"]
@@ -102,6 +107,10 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
             events = tab.open(page)
             out[stem] = json.loads(tab.value(MEASURE_JS))
             out[stem]["problems"] = page_problems(events)
+            out[stem]["legends"] = json.loads(tab.value(LEGEND_JS))
+            out[stem]["wraps"] = json.loads(tab.value(WRAP_JS))
+            out[stem]["answers"] = json.loads(tab.value(ANSWERS_JS))
+            out[stem]["folder"] = str(page.parent)
     return out
 
 
@@ -143,3 +152,43 @@ def test_nothing_wider_than_the_window(measured: dict[str, dict[str, Any]], stem
     assert page["tables"], f"{stem}: no table"
     for table_id, left, _, right, _ in page["tables"]:
         assert left >= 0 and right <= width, f"{stem}: table {table_id} spans {left}–{right} px"
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_no_legend_covers_a_line_and_no_cell_wraps_a_word(
+    measured: dict[str, dict[str, Any]], stem: str
+) -> None:
+    assert measured[stem]["legends"] == [], stem
+    assert measured[stem]["wraps"] == [], stem
+
+
+def _knee(folder: Path) -> float | None:
+    """The rate sweep's knee from its table, by definition: the highest rate at and below
+    which every run meets both SLOs at p99 (the shipped rate sweep's SLOs)."""
+    table = pd.read_parquet(folder / "sweep.parquet").sort_values("workload.rate")
+    slo = yaml.safe_load((ROOT / "configs" / "sweeps" / "rate.yaml").read_text())["overrides"]
+    limits = dict(item.split("=") for item in slo if item.startswith("slo."))
+    meets = (table["p99_ttft_ms"] <= float(limits["slo.ttft_ms"])) & (
+        table["p99_tpot_ms"] <= float(limits["slo.tpot_ms"])
+    )
+    failing = np.flatnonzero(~meets.to_numpy())
+    last = (failing[0] if failing.size else len(table)) - 1
+    return float(table["workload.rate"].iloc[last]) if last >= 0 else None
+
+
+@pytest.mark.parametrize(
+    ("stem", "key"), [("capacity", "answer_rate"), ("fleets", "answer_replicas"), ("rate", "knee")]
+)
+def test_the_headline_states_the_summary_files_answer(
+    measured: dict[str, dict[str, Any]], stem: str, key: str
+) -> None:
+    """The number marked in the headline is the one in capacity.json (or, for a rate
+    sweep's knee, the one its table gives by the knee's definition)."""
+    folder = Path(measured[stem]["folder"])
+    shown = [text for k, text in measured[stem]["answers"] if k == key]
+    assert len(shown) == 1, measured[stem]["answers"]
+    if key == "knee":
+        expected = _knee(folder)
+    else:
+        expected = json.loads((folder / "capacity.json").read_text(encoding="utf-8"))[key]
+    assert expected is not None and shown_number(shown[0]) == pytest.approx(expected)

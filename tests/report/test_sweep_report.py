@@ -109,7 +109,7 @@ def test_grid_report_figures_and_table(grid_dir: Path) -> None:
     assert body.count('<tr class="failed">') == 1
     failed = re.search(r'<tr class="failed">(.*?)</tr>', body)
     assert failed is not None
-    assert "<td>bs16-evil</td><td>16</td>" in failed.group(1)
+    assert '<td class="num" title="runs/bs16-evil">4</td><td>16</td>' in failed.group(1)
     assert "<td>ValueError: &lt;script&gt;alert(1)&lt;/script&gt;</td>" in failed.group(1)
     ids = re.findall(r'\bid="([^"]+)"', text)
     assert len(ids) == len(set(ids))
@@ -212,8 +212,13 @@ def _captions(text: str) -> dict[str, str]:
 def test_summary_box_names_best_run_slos_and_knee(rate_page: str) -> None:
     box = rate_page[rate_page.index('<section id="sweep-summary">') : rate_page.index("</section>")]
     lines = re.findall(r"<p>(.*?)</p>", box)
-    # the answer (the knee) first; the best only among the runs meeting the SLOs, not #3
-    assert lines[0] == "Knee: the highest workload.rate meeting the SLOs is 2 req/s."
+    # the answer (the knee) first, its number marked; the best only among the runs meeting
+    # the SLOs, not #3
+    assert (
+        lines[0]
+        == 'Knee: the highest workload.rate meeting the SLOs is <b data-answer="knee">2</b> req/s.'
+    )
+    assert "data-answer" not in " ".join(lines[1:])
     assert lines[1] == ("Best among the 2 runs meeting the SLOs (by request goodput): "
                         "#2 (workload.rate=2), 2.00 req/s goodput, p99 TTFT 500 ms.")  # fmt: skip
     assert lines[2] == ("Runs meeting the SLOs (p99 TTFT ≤ 1,000 ms, p99 TPOT ≤ 50 ms): 2 of 4: "
@@ -239,7 +244,10 @@ def test_a_capacity_search_leads_with_its_answer_alone(tmp_path: Path) -> None:
     }))  # fmt: skip
     page = sr.render_sweep_report(path)
     lines = re.findall(r"<p>(.*?)</p>", page[page.index('<section id="sweep-summary">') :])
-    assert lines[0].startswith("Capacity: the highest workload.rate meeting the SLOs is 2 req/s")
+    answer = '<b data-answer="answer_rate">2</b>'
+    assert lines[0].startswith(
+        f"Capacity: the highest workload.rate meeting the SLOs is {answer} req/s"
+    )
     rest = " ".join(lines[1:3])
     assert "Best" not in rest and "Knee" not in rest  # one answer in the box
 
@@ -258,8 +266,8 @@ def test_runs_table_numbers_runs_and_marks_slos(rate_page: str) -> None:
     table = rate_page[rate_page.index('<table id="runs-table">') :]
     assert '<th title="p99 of every set SLO within it">SLO met</th>' in table
     assert '<th title="error">' not in table  # no run failed
-    assert '<td class="num">3</td><td>r3</td><td>3</td><td>ok</td><td>no</td>' in table
-    assert 'title="workload.rate">workload.<wbr>rate</th>' in table
+    assert '<td class="num" title="runs/r3">3</td><td>3</td><td>ok</td><td>no</td>' in table
+    assert 'title="workload.rate">workload.rate</th>' in table  # never broken mid-name
 
 
 def test_run_slos_are_read_and_a_damaged_config_named(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from simkv.kv.waste import CATEGORIES
+from simkv.report import conventions as cv
 from simkv.report.waste_figures import block_size_figure, breakdown_figure, save_figure
 
 LABELS = ["$\\foo$", "$$", "a $x^2$ b", "$"]
@@ -34,5 +35,6 @@ def test_block_size_figure_without_mathtext(tmp_path: Path) -> None:
     static = pd.DataFrame({"scheme": ["paged", "paged", "max"], "block_size": [8, 16, None],
                            "waste_frac": [0.01, 0.02, 0.5]})  # fmt: skip
     fig = block_size_figure(static, max_context_len=4096)
+    assert cv.legend_overlaps(fig) == []  # the legend stood on the contiguous lines
     save_figure(fig, tmp_path / "by_size")
     assert not fig.axes[0].title.get_parse_math()
