@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simkv.metrics.files import read_frames
+from simkv.metrics.files import frame_path, read_frames
 from simkv.metrics.recorder import RunFrames
 from simkv.metrics.spans import NONE, Phase, by_request, request_phases
 from simkv.outputs import write_file
@@ -233,6 +233,17 @@ def trace_document(frames: RunFrames, window: TraceWindow | None = None) -> dict
              "window_s": [window.from_s, window.to_s],
              "preempted_spans": "unsplit" if frames.preemptions is None else "split"}  # fmt: skip
     return {"traceEvents": steps + requests, "displayTimeUnit": "ms", "otherData": other}
+
+
+def unsplit_note(run_dir: Path) -> str | None:
+    """Why the trace of ``run_dir`` has unsplit request spans (the folder has no
+    ``preemptions`` frame, as one written by an older simkv), or None when it has split ones."""
+    if frame_path(run_dir, "preemptions") is not None:
+        return None
+    return (
+        "no preemptions.parquet (written by an older simkv): a preempted request's spans are "
+        "not split at its preemptions; rerun the config to split them"
+    )
 
 
 def write_trace(
