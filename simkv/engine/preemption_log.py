@@ -50,7 +50,9 @@ class PreemptionLog:
 
     def sampled(self, now: float) -> None:
         """A step ended at ``now``: the awaiting requests that sampled a token in it did so
-        at ``now`` (called while :attr:`awaiting` is not empty)."""
+        at ``now`` (called while :attr:`awaiting` is not empty, their counters true: a
+        resumed request may join the decode lane before its next token, so the scheduler
+        syncs the lane first)."""
         for seq, (row, before) in list(self.awaiting.items()):
             if seq.num_output > before:
                 self._recorder.next_token(row, now)

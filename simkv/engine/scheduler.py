@@ -154,14 +154,22 @@ class SchedulerBase:
             for last, count in stalled.items():
                 self.recorder.itl(now - last, count)
         self._prev_end_s = now
-        if self.preemption_log.awaiting:
-            self.preemption_log.sampled(now)
         if ended:
             self._drop_ended(ended)
         if lane is not None and lane.size < len(self.running):
             lane.extend(self.running)
         if filled and fill:  # register the blocks the step filled (prefix caching)
             self.kv.prefix.cache_computed(filled)  # type: ignore[attr-defined]
+        if self.preemption_log.awaiting:
+            self._resumed_tokens(now)
+
+    def _resumed_tokens(self, now: float) -> None:
+        """Tell the preemption log which resumed requests sampled a token in the step that
+        ended at ``now`` (one that joined the decode lane since is brought up to date first)."""
+        log, lane = self.preemption_log, self.lane
+        if lane is not None and any(seq.lazy for seq in log.awaiting):
+            lane.sync(self.running)
+        log.sampled(now)
 
     def _drop_ended(self, ended: list[Seq]) -> None:
         """Take the requests that left from the running list."""
@@ -194,6 +202,8 @@ class SchedulerBase:
         if filled and self.fill_block_size:
             self.kv.prefix.cache_computed(filled)  # type: ignore[attr-defined]
         self._prev_end_s = now
+        if self.preemption_log.awaiting:
+            self._resumed_tokens(now)
 
     def _on_output_complete(self, seq: Seq, now: float) -> None:
         """A request produced its last token (request-level batching overrides this)."""

@@ -1,6 +1,6 @@
 """Append-only columnar recording during a run; DataFrames are built once, at the end.
 
-Three tables come out of a run:
+Four tables come out of a run:
 
 * ``requests`` — one row per request that left the system (finished, rejected or aborted);
   ``num_seqs`` is its sequence count (``n`` of a multi-sequence request, else 1) and

@@ -35,8 +35,10 @@ DAMAGE: dict[str, bytes | None] = {
     "requests.parquet": b"garbage",
     "steps.parquet": b"PAR1",
     "itl.parquet": b"",
+    "preemptions.parquet": b"PAR1garbagePAR1",
 }
-TRACE_DAMAGE = ["requests.parquet", "steps.parquet", "itl.parquet"]  # what `simkv trace` reads
+# what `simkv trace` reads (preemptions.parquet may be missing: an older simkv's folder)
+TRACE_DAMAGE = ["requests.parquet", "steps.parquet", "itl.parquet", "preemptions.parquet"]
 
 
 def _damaged(run_dir: Path, tmp_path: Path, name: str, content: bytes | None) -> Path:
