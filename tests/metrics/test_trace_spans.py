@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simkv.metrics.recorder import RunFrames
+from simkv.metrics.files import FrameFormat, read_frames, write_frames
+from simkv.metrics.recorder import PREEMPTION_COLUMNS, RunFrames
 from simkv.metrics.trace import trace_document
 from simkv.run import simulate
 from tests.engine.helpers import tiny_config
@@ -160,3 +161,24 @@ def test_spans_tile_each_request_and_count_its_preemptions(
     counted = frames.requests.set_index("req_id")["preemptions"]
     assert per_request.reindex(counted.index, fill_value=0).equals(counted)
     _check_tiles(trace_document(frames), frames)
+
+
+@pytest.mark.parametrize("fmt", list(FrameFormat))
+def test_the_preemptions_frame_reads_back_to_the_same_trace(
+    tmp_path: Path, fmt: FrameFormat
+) -> None:
+    """Written as Parquet or CSV (NaN for never) and read back, the frame gives the same
+    trace; a run without preemptions writes an empty frame of the same columns."""
+    crowd = [(0.0, 9, 7), (0.0, 5, 9), (0.001, 12, 3), (0.002, 3, 10), (0.01, 14, 2)]
+    frames = _run(tmp_path, "swap", crowd, num_blocks=5)  # one is aborted, swapped out
+    assert frames.preemptions["resumed_s"].isna().any()  # type: ignore[index]
+    (tmp_path / "run").mkdir()
+    write_frames(frames, tmp_path / "run", fmt)
+    back = read_frames(tmp_path / "run")
+    assert trace_document(back) == trace_document(frames)
+    calm = _run(tmp_path, "recompute", REQUESTS[:1])
+    assert list(calm.preemptions.columns) == list(PREEMPTION_COLUMNS)  # type: ignore[union-attr]
+    assert calm.preemptions.empty  # type: ignore[union-attr]
+    (tmp_path / "calm").mkdir()
+    write_frames(calm, tmp_path / "calm", fmt)
+    assert read_frames(tmp_path / "calm").preemptions.empty  # type: ignore[union-attr]
