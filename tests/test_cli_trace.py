@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from simkv.cli import app
+from tests.engine.helpers import tiny_data
 
 runner = CliRunner()
 
@@ -55,3 +58,30 @@ def test_bad_values_are_one_line_exit_2(run_dir: Path, args: list[str], line: st
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [line]
     assert not (run_dir / "trace.json").exists()
+
+
+def test_a_preempted_request_is_split_and_an_old_folder_says_it_is_not(tmp_path: Path) -> None:
+    """``simkv run`` writes preemptions.parquet, and ``simkv trace`` splits the preempted
+    request's track there; without the file (an older simkv's folder) the spans stay unsplit,
+    the trace's metadata and a line on stderr say so."""
+    config, out = tmp_path / "preempts.yaml", tmp_path / "preempts"
+    data = tiny_data(tmp_path, [(0.0, 4, 9), (0.0, 4, 3)], {"kind": "vllm_v0", "watermark": 0.0},
+                     num_blocks=4, max_model_len=16)  # fmt: skip
+    config.write_text(yaml.safe_dump(data))
+    assert runner.invoke(app, ["run", str(config), "--out", str(out)]).exit_code == 0
+    assert len(pd.read_parquet(out / "preemptions.parquet")) == 1  # request 1, by recompute
+    result = runner.invoke(app, ["trace", str(out)])
+    assert result.exit_code == 0 and result.stderr == "", result.output
+    doc = json.loads((out / "trace.json").read_text())
+    names = [e["name"] for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] == 2]
+    assert names == ["queued", "prefill", "decode", "preempted (recompute)",
+                     "recompute prefill", "decode"]  # fmt: skip
+    assert doc["otherData"]["preempted_spans"] == "split"
+    (out / "preemptions.parquet").unlink()
+    result = runner.invoke(app, ["trace", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(f"note: {out}: no preemptions.parquet")
+    doc = json.loads((out / "trace.json").read_text())
+    names = [e["name"] for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] == 2]
+    assert names == ["queued", "prefill", "decode (preempted 1×)"]
+    assert doc["otherData"]["preempted_spans"] == "unsplit"

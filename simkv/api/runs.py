@@ -61,9 +61,10 @@ def resolve_config(
 
 @dataclass(frozen=True)
 class Run(RunOutput):
-    """A run of :func:`simulate`: the frames (``requests``, ``steps``, ``itl``), ``summary``,
-    ``latencies`` (``ttft_ms``, ``tpot_ms``, ``e2el_ms`` per request, as the summary computes
-    them) and ``config``, all in memory; :meth:`report` writes them to a folder."""
+    """A run of :func:`simulate`: the frames (``requests``, ``steps``, ``itl``,
+    ``preemptions``), ``summary``, ``latencies`` (``ttft_ms``, ``tpot_ms``, ``e2el_ms`` per
+    request, as the summary computes them) and ``config``, all in memory; :meth:`report`
+    writes them to a folder."""
 
     def report(
         self,

@@ -155,7 +155,7 @@ def trace_cmd(
 ) -> None:
     """Write RUN_DIR/trace.json: steps, preemption and swap markers, and request spans for
     ui.perfetto.dev or chrome://tracing."""
-    from simkv.metrics.trace import write_trace
+    from simkv.metrics.trace import unsplit_note, write_trace
     from simkv.outputs import claim_folder
 
     with input_errors(ctx):
@@ -165,6 +165,9 @@ def trace_cmd(
             raise InputError(message, file=run_dir)
         with claim_folder(run_dir) as folder:
             path = write_trace(folder, window=window)
+            note = unsplit_note(folder)
+    if note is not None:
+        typer.echo(f"note: {run_dir}: {note}", err=True)
     typer.echo(f"wrote {run_dir / path.name}")
 
 

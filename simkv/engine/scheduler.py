@@ -11,6 +11,7 @@ from collections.abc import Callable, Sized
 from typing import Protocol
 
 from simkv.engine.lazy import DecodeLane
+from simkv.engine.preemption_log import PreemptionLog
 from simkv.engine.queues import WaitingQueue
 from simkv.engine.request.plan import StepPlan
 from simkv.engine.request.seq import Seq, Status, record_done
@@ -58,7 +59,9 @@ class SchedulerBase:
     """Token accounting, finishing, rejecting and inter-token latency, common to all policies.
 
     Subclasses keep ``self.running`` (admission order) and ``self.waiting``, implement
-    ``schedule``, and call :meth:`_reject`, :meth:`_abort` and :meth:`_mark_scheduled`.
+    ``schedule``, and call :meth:`_reject`, :meth:`_abort` and :meth:`_mark_scheduled`; a
+    policy that preempts tells ``preemption_log`` (its ``preempted``, and ``resumed`` when it
+    swaps a request in; :meth:`_mark_scheduled` tells it of a re-admission).
     ``supports_forks``: whether the policy runs multi-sequence requests (only vLLM v0 does);
     ``finishes_at_last_token``: whether a request leaves as soon as it samples its last token;
     ``uses_lane``: whether the policy runs the decode fast path (:mod:`simkv.engine.lazy`: a
@@ -82,6 +85,7 @@ class SchedulerBase:
         self.fill_block_size = 0  # > 0: register the blocks each step fills (prefix caching)
         self.filled: list[Seq] = []
         self.lane: DecodeLane | None = None  # the decode fast path (paged schedulers)
+        self.preemption_log = PreemptionLog(recorder)
 
     def add(self, seq: Seq, now: float) -> None:
         """A request arrived."""
@@ -108,6 +112,8 @@ class SchedulerBase:
         seq.status = Status.RUNNING
         if seq.first_scheduled_s is None:
             seq.first_scheduled_s = now
+        elif seq.preemptions:  # re-admitted after a recompute preemption
+            self.preemption_log.resumed(seq, now)
 
     def complete(self, plan: StepPlan, now: float) -> None:
         """Apply a finished step: write KV, sample tokens, finish requests, record ITL."""
@@ -154,6 +160,16 @@ class SchedulerBase:
             lane.extend(self.running)
         if filled and fill:  # register the blocks the step filled (prefix caching)
             self.kv.prefix.cache_computed(filled)  # type: ignore[attr-defined]
+        if self.preemption_log.awaiting:
+            self._resumed_tokens(now)
+
+    def _resumed_tokens(self, now: float) -> None:
+        """Tell the preemption log which resumed requests sampled a token in the step that
+        ended at ``now`` (one that joined the decode lane since is brought up to date first)."""
+        log, lane = self.preemption_log, self.lane
+        if lane is not None and any(seq.lazy for seq in log.awaiting):
+            lane.sync(self.running)
+        log.sampled(now)
 
     def _drop_ended(self, ended: list[Seq]) -> None:
         """Take the requests that left from the running list."""
@@ -186,6 +202,8 @@ class SchedulerBase:
         if filled and self.fill_block_size:
             self.kv.prefix.cache_computed(filled)  # type: ignore[attr-defined]
         self._prev_end_s = now
+        if self.preemption_log.awaiting:
+            self._resumed_tokens(now)
 
     def _on_output_complete(self, seq: Seq, now: float) -> None:
         """A request produced its last token (request-level batching overrides this)."""

@@ -1,8 +1,11 @@
-"""A run's frames on disk: ``requests``, ``steps`` and ``itl`` as Parquet or CSV files.
+"""A run's frames on disk: ``requests``, ``steps``, ``itl`` and ``preemptions`` as Parquet or
+CSV files.
 
-One file per frame, ``<name>.parquet`` or ``<name>.csv``, in the run folder. Readers take
-whichever is there (Parquet first), so a report can be rebuilt from either format. CSV keeps
-the columns and their order; empty values (a request never scheduled) read back as NaN.
+One file per frame, ``<name>.parquet`` or ``<name>.csv``, in the run folder; the
+:data:`OPTIONAL_FRAMES` (``preemptions``) may be missing from a folder an older simkv wrote.
+Readers take whichever is there (Parquet first), so a report can be rebuilt from either format.
+CSV keeps the columns and their order; empty values (a request never scheduled) read back as
+NaN.
 """
 
 from __future__ import annotations
@@ -16,13 +19,13 @@ import numpy as np
 import pandas as pd
 
 from simkv.errors import InputError
-from simkv.metrics.frame_format import FRAME_NAMES, FrameFormat
+from simkv.metrics.frame_format import FRAME_NAMES, OPTIONAL_FRAMES, FrameFormat
 from simkv.metrics.recorder import RunFrames
 from simkv.outputs import write_file
 
 __all__ = [
-    "FRAME_NAMES", "FrameFormat", "frame_path", "missing_frames", "read_frame", "read_frames",
-    "read_table", "write_frames",
+    "FRAME_NAMES", "OPTIONAL_FRAMES", "FrameFormat", "frame_path", "missing_frames",
+    "read_frame", "read_frames", "read_table", "write_frames",
 ]  # fmt: skip
 
 
@@ -35,11 +38,12 @@ def _writer(frame: pd.DataFrame, fmt: FrameFormat) -> Callable[[BinaryIO], None]
 
 
 def write_frames(frames: RunFrames, out_dir: Path, fmt: FrameFormat) -> list[Path]:
-    """Write the three frames into ``out_dir`` as ``<name>.<fmt>``, each atomically; returns
-    the paths."""
+    """Write the frames into ``out_dir`` as ``<name>.<fmt>`` (an optional frame only when
+    recorded), each atomically; returns the paths."""
     return [
         write_file(out_dir / f"{name}.{fmt.value}", _writer(getattr(frames, name), fmt))
-        for name in FRAME_NAMES
+        for name in (*FRAME_NAMES, *OPTIONAL_FRAMES)
+        if getattr(frames, name) is not None
     ]
 
 
@@ -108,13 +112,16 @@ def read_frames(
 ) -> RunFrames:
     """The frames of a run folder, from Parquet or CSV, each checked by :func:`read_table`
     (the mappings go from frame name to its columns); :class:`InputError` naming the folder
-    or the file that is missing or damaged."""
-    tables = []
-    for name in FRAME_NAMES:
+    or the file that is missing or damaged. A missing optional frame is None."""
+    tables: dict[str, pd.DataFrame | None] = {}
+    for name in (*FRAME_NAMES, *OPTIONAL_FRAMES):
         path = frame_path(run_dir, name)
+        if path is None and name in OPTIONAL_FRAMES:
+            tables[name] = None
+            continue
         if path is None:
             message = f"not a simkv run folder: missing {name}.parquet or .csv"
             raise InputError(message, file=run_dir)
         checks = {"finite": finite.get(name, ()), "numeric": numeric.get(name, ())}
-        tables.append(read_table(path, columns.get(name, ()), **checks))
-    return RunFrames(*tables)
+        tables[name] = read_table(path, columns.get(name, ()), **checks)
+    return RunFrames(**tables)  # type: ignore[arg-type]

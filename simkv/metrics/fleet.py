@@ -3,7 +3,8 @@ load imbalance.
 
 The combined ``requests`` frame has one row per request (sorted by ``req_id``, as one
 replica's) plus ``replica``, the index of the replica the router sent it to; ``steps`` is every
-replica's steps in time order (by start, then replica) plus ``replica``; ``itl`` all samples.
+replica's steps in time order (by start, then replica) plus ``replica``; ``itl`` all samples;
+``preemptions`` every replica's in time order (request ids are the fleet's).
 
 The fleet summary is :func:`~simkv.metrics.summary.summarize` over the combined frames (KV
 usage of each step row over its own replica's pool; ``evictions`` summed over replicas) plus:
@@ -42,7 +43,17 @@ def combine(frames: list[RunFrames], replica_of: np.ndarray) -> RunFrames:
     steps = pd.concat([f.steps.assign(replica=r) for r, f in enumerate(frames)])
     steps = steps.sort_values(["time_s", "replica"], kind="stable", ignore_index=True)
     itl = pd.concat([f.itl for f in frames], ignore_index=True)
-    return RunFrames(requests=requests, steps=steps, itl=itl)
+    return RunFrames(requests=requests, steps=steps, itl=itl, preemptions=_preemptions(frames))
+
+
+def _preemptions(frames: list[RunFrames]) -> pd.DataFrame | None:
+    """Every replica's preemptions in time order (by time, then replica); None when a
+    replica's were not recorded."""
+    each = [f.preemptions for f in frames]
+    if any(p is None for p in each):
+        return None
+    rows = pd.concat(each, ignore_index=True)  # type: ignore[arg-type]
+    return rows.sort_values("time_s", kind="stable", ignore_index=True)
 
 
 def mean_outstanding(requests: pd.DataFrame, num_replicas: int) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Append-only columnar recording during a run; DataFrames are built once, at the end.
 
-Three tables come out of a run:
+Four tables come out of a run:
 
 * ``requests`` — one row per request that left the system (finished, rejected or aborted);
   ``num_seqs`` is its sequence count (``n`` of a multi-sequence request, else 1) and
@@ -12,6 +12,14 @@ Three tables come out of a run:
   request in a step whose previous token came at the end of the previous step shares one gap,
   so a step adds one row for all of them plus one row per request that had stalled. No
   per-token objects are ever created.
+* ``preemptions`` — one row per preemption (:data:`PREEMPTION_COLUMNS`, in the order they
+  happened): the request, when it was preempted (``time_s``, the start of the step that
+  preempted it), ``kind`` (``recompute`` or ``swap``), when it was scheduled again
+  (``resumed_s``: re-admitted or swapped in) and when it next sampled a token
+  (``next_token_s``: the end of its recompute prefill, or of the step it was swapped in);
+  NaN for "never" (it left, the run ended, or it was preempted again first). A row is
+  appended at the preemption and its two times filled in later, so a run without
+  preemptions records nothing.
 """
 
 from __future__ import annotations
@@ -55,6 +63,12 @@ STEP_COLUMNS: tuple[str, ...] = (
 )
 
 
+PREEMPTION_COLUMNS = ("req_id", "time_s", "kind", "resumed_s", "next_token_s")
+PREEMPTION_KINDS = ("recompute", "swap")
+"""A preemption's ``kind``: the request's KV dropped (recomputed when it is scheduled again)
+or swapped out to the CPU (swapped in again)."""
+
+
 class StepState(NamedTuple):
     """What a step row records of the scheduler after the step
     (:meth:`~simkv.engine.scheduler.SchedulerBase.step_state`): its queues, then its KV
@@ -88,6 +102,9 @@ class RunFrames:
     requests: pd.DataFrame
     steps: pd.DataFrame
     itl: pd.DataFrame
+    preemptions: pd.DataFrame | None = None
+    """One row per preemption (:data:`PREEMPTION_COLUMNS`); None: not recorded (frames read
+    from a run folder written before simkv recorded them)."""
 
 
 _FLOAT_REQ = ("arrival_s", "first_scheduled_s", "first_token_s", "finish_s")
@@ -116,6 +133,11 @@ class Recorder:
         self._steps = bytearray()  # packed rows, _STEP_ROW.size bytes per step
         self._itl_s = array("d")
         self._itl_count = array("q")
+        self._preempted_id = array("q")  # a row per preemption (PREEMPTION_COLUMNS)
+        self._preempted_s = array("d")
+        self._preempted_swap = array("b")
+        self._resumed_s = array("d")  # NaN until filled in by resumed()
+        self._next_token_s = array("d")  # NaN until filled in by next_token()
 
     def request_done(
         self, req_id: int, arrival_s: float, first_scheduled_s: float | None,
@@ -156,6 +178,24 @@ class Recorder:
             time_s, duration_s, prefill_tokens, decode_tokens, batch_size, preempted,
             swap_out_blocks, swap_in_blocks, copy_blocks, cache_hit_tokens, *state,
         )  # fmt: skip
+
+    def preemption(self, time_s: float, req_id: int, swap: bool) -> int:
+        """Request ``req_id`` was preempted at ``time_s`` (by swapping it out if ``swap``, else
+        by dropping its KV); returns the row, for :meth:`resumed` and :meth:`next_token`."""
+        self._preempted_id.append(req_id)
+        self._preempted_s.append(time_s)
+        self._preempted_swap.append(swap)
+        self._resumed_s.append(_NAN)
+        self._next_token_s.append(_NAN)
+        return len(self._preempted_id) - 1
+
+    def resumed(self, row: int, time_s: float) -> None:
+        """The request preempted in ``row`` was scheduled again at ``time_s``."""
+        self._resumed_s[row] = time_s
+
+    def next_token(self, row: int, time_s: float) -> None:
+        """The request preempted in ``row`` sampled its next token at ``time_s``."""
+        self._next_token_s[row] = time_s
 
     @property
     def done_ids(self) -> array:
@@ -206,7 +246,17 @@ class Recorder:
             },
             copy=False,
         )
-        return RunFrames(requests=requests, steps=steps, itl=itl)
+        return RunFrames(requests=requests, steps=steps, itl=itl, preemptions=self._preemptions())
+
+    def _preemptions(self) -> pd.DataFrame:
+        """The ``preemptions`` frame (:data:`PREEMPTION_COLUMNS`)."""
+        kinds = np.array(PREEMPTION_KINDS, dtype=object)
+        swap = np.asarray(self._preempted_swap, dtype=np.int8).astype(np.intp)
+        columns = (np.asarray(self._preempted_id, dtype=np.int64),
+                   np.asarray(self._preempted_s, dtype=np.float64), kinds[swap],
+                   np.asarray(self._resumed_s, dtype=np.float64),
+                   np.asarray(self._next_token_s, dtype=np.float64))  # fmt: skip
+        return pd.DataFrame(dict(zip(PREEMPTION_COLUMNS, columns, strict=True)))
 
 
 # a step row as recorded: Recorder.step's own parameters (the plan's counts), then StepState

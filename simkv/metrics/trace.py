@@ -8,11 +8,14 @@ microseconds from 0 (``ts``, ``dur``). Two processes:
   waiting requests and KV blocks used. A fleet run (a ``replica`` column with several values)
   has one such process per replica instead, ``engine (replica r)`` (pid
   :data:`REPLICA_PID_BASE` + r), each with its share of :data:`MAX_STEP_EVENTS`.
-* ``requests`` (pid 2): one track per request (``req <id>``) with its spans ``queued``
-  (arrival → first scheduled), ``prefill`` (→ first token) and ``decode`` (→ finish);
-  rejected requests have a zero-length ``rejected`` span. A request that was preempted or
-  swapped says how often in its ``decode`` span's name and ``args`` (the frames record counts
-  per request, not times, so the span is not split).
+* ``requests`` (pid 2): one track per request (``req <id>``) with its phases
+  (:mod:`simkv.metrics.spans`): ``queued`` (arrival → first scheduled), ``prefill`` (→ first
+  token) and ``decode`` (→ finish), split at each preemption by a ``preempted (recompute)``
+  or ``swapped out`` span (→ scheduled again, ``args.preemption`` its number) and then
+  ``recompute prefill`` or ``swapped in`` (→ its next token); rejected requests have a
+  zero-length ``rejected`` span. Frames without a ``preemptions`` frame (a run folder of an
+  older simkv) give unsplit spans, a preempted request's ``decode`` span saying how often in
+  its name and ``args``; ``otherData.preempted_spans`` says which (``split`` / ``unsplit``).
 * **Markers**: an instant event (``ph: i``) on the engine's ``steps`` track at every step that
   preempted requests (``preemption``) or swapped blocks out or in (``swap out`` / ``swap in``),
   with the count in ``args`` (at most :data:`MAX_MARKERS`, the earliest).
@@ -37,8 +40,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simkv.metrics.files import read_frames
+from simkv.metrics.files import frame_path, read_frames
 from simkv.metrics.recorder import RunFrames
+from simkv.metrics.spans import NONE, Phase, by_request, request_phases
 from simkv.outputs import write_file
 
 TRACE_FILE = "trace.json"
@@ -58,8 +62,10 @@ _MARKERS = (
 )  # (step column, marker name, what it counts)
 # the columns a trace reads, checked when read back from a run folder (a damaged file is named)
 _FINITE = {"steps": ("time_s", "duration_s", *_SUMMED, *_LAST, *(c for c, _, _ in _MARKERS)),
-           "requests": ("req_id", "arrival_s", "preemptions", "swaps")}  # fmt: skip
-_TIMES = {"requests": ("first_scheduled_s", "first_token_s", "finish_s")}  # NaN: never reached
+           "requests": ("req_id", "arrival_s", "preemptions", "swaps"),
+           "preemptions": ("req_id", "time_s")}  # fmt: skip
+_TIMES = {"requests": ("first_scheduled_s", "first_token_s", "finish_s"),
+          "preemptions": ("resumed_s", "next_token_s")}  # NaN: never reached  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -179,40 +185,39 @@ def marker_events(steps: pd.DataFrame, pid: int = _ENGINE) -> list[dict]:
     return events[:MAX_MARKERS]
 
 
-def _span(tid: int, name: str, start_s: float, end_s: float) -> dict[str, Any]:
-    return {"ph": "X", "pid": _REQUESTS, "tid": tid, "name": name, "ts": start_s * _US,
-            "dur": max(end_s - start_s, 0.0) * _US}  # fmt: skip
+def _span(tid: int, phase: Phase) -> dict[str, Any]:
+    dur_s = max(phase.end_s - phase.start_s, 0.0)
+    event = {"ph": "X", "pid": _REQUESTS, "tid": tid, "name": phase.name,
+             "ts": phase.start_s * _US, "dur": dur_s * _US}  # fmt: skip
+    if phase.preemption:
+        event["args"] = {"preemption": phase.preemption}
+    return event
 
 
-def request_events(requests: pd.DataFrame, limit: int = MAX_REQUEST_TRACKS) -> list[dict]:
-    """A track per request (the ``limit`` earliest arrivals): queued, prefill, decode spans;
-    a decode span of a preempted request is named so (``decode (preempted 2×, 1 by swap)``)."""
+def request_events(
+    requests: pd.DataFrame, limit: int = MAX_REQUEST_TRACKS, preemptions: pd.DataFrame | None = None
+) -> list[dict]:
+    """A track per request (the ``limit`` earliest arrivals) with its phases, split at its
+    ``preemptions`` (:mod:`simkv.metrics.spans`); None (not recorded): unsplit, a preempted
+    request's decode span named so (``decode (preempted 2×, 1 by swap)``)."""
     first = requests.sort_values("arrival_s", kind="stable").head(limit)
+    split = {} if preemptions is None else by_request(preemptions, first["req_id"])
     events: list[dict[str, Any]] = [_meta(_REQUESTS, None, "requests")]
     for r in first.itertuples(index=False):
         tid = int(r.req_id) + 1  # tid 0 is taken by some viewers
         events.append(_meta(_REQUESTS, tid, f"req {int(r.req_id)}"))
-        if pd.isna(r.first_scheduled_s):
-            events.append(_span(tid, str(r.status), r.arrival_s, r.arrival_s))
-            continue
-        events.append(_span(tid, "queued", r.arrival_s, r.first_scheduled_s))
-        if pd.notna(r.first_token_s):
-            events.append(_span(tid, "prefill", r.first_scheduled_s, r.first_token_s))
-            if pd.notna(r.finish_s):
-                events.append(_decode_span(tid, r))
+        events += [_span(tid, p) for p in request_phases(r, split.get(int(r.req_id), NONE))]
+        if preemptions is None and r.preemptions and events[-1]["name"] == "decode":
+            _name_unsplit(events[-1], int(r.preemptions), int(r.swaps))
     return events
 
 
-def _decode_span(tid: int, r: Any) -> dict[str, Any]:
-    """The decode span, named and annotated with the request's preemptions (``swaps`` of them
-    by swapping out)."""
-    span = _span(tid, "decode", r.first_token_s, r.finish_s)
-    preempted, swapped = int(r.preemptions), int(r.swaps)
-    if preempted:
-        by_swap = f", {swapped} by swap" if swapped else ""
-        span["name"] = f"decode (preempted {preempted}×{by_swap})"
-        span["args"] = {"preemptions": preempted, "swaps": swapped}
-    return span
+def _name_unsplit(span: dict[str, Any], preempted: int, swapped: int) -> None:
+    """Name and annotate an unsplit decode span with its request's preemptions (``swapped``
+    of them by swapping out)."""
+    by_swap = f", {swapped} by swap" if swapped else ""
+    span["name"] = f"decode (preempted {preempted}×{by_swap})"
+    span["args"] = {"preemptions": preempted, "swaps": swapped}
 
 
 def trace_document(frames: RunFrames, window: TraceWindow | None = None) -> dict[str, Any]:
@@ -222,11 +227,23 @@ def trace_document(frames: RunFrames, window: TraceWindow | None = None) -> dict
     window = window or TraceWindow()
     steps, per_event = engine_events(window.steps(frames.steps))
     present = window.requests(frames.requests)
-    requests = request_events(present, window.limit)
+    requests = request_events(present, window.limit, frames.preemptions)
     other = {"steps_per_event": per_event,
              "requests_left_out": max(0, len(present) - window.limit),
-             "window_s": [window.from_s, window.to_s]}  # fmt: skip
+             "window_s": [window.from_s, window.to_s],
+             "preempted_spans": "unsplit" if frames.preemptions is None else "split"}  # fmt: skip
     return {"traceEvents": steps + requests, "displayTimeUnit": "ms", "otherData": other}
+
+
+def unsplit_note(run_dir: Path) -> str | None:
+    """Why the trace of ``run_dir`` has unsplit request spans (the folder has no
+    ``preemptions`` frame, as one written by an older simkv), or None when it has split ones."""
+    if frame_path(run_dir, "preemptions") is not None:
+        return None
+    return (
+        "no preemptions.parquet (written by an older simkv): a preempted request's spans are "
+        "not split at its preemptions; rerun the config to split them"
+    )
 
 
 def write_trace(
@@ -237,6 +254,7 @@ def write_trace(
     path."""
     path = run_dir / TRACE_FILE
     if frames is None:
-        frames = read_frames(run_dir, {"requests": ("status",)}, finite=_FINITE, numeric=_TIMES)
+        columns = {"requests": ("status",), "preemptions": ("kind",)}
+        frames = read_frames(run_dir, columns, finite=_FINITE, numeric=_TIMES)
     doc = trace_document(frames, window)
     return write_file(path, json.dumps(doc, separators=(",", ":")) + "\n")

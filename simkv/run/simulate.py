@@ -33,7 +33,8 @@ from simkv.workload.request import Workload
 
 @dataclass(frozen=True)
 class RunOutput:
-    """Everything one run produced; ``requests``, ``steps`` and ``itl`` are its frames."""
+    """Everything one run produced; ``requests``, ``steps``, ``itl`` and ``preemptions`` are
+    its frames."""
 
     config: SimConfig
     sizing: KVSizing  # the KV pool of the (first replica group's) engine
@@ -56,6 +57,12 @@ class RunOutput:
     def itl(self) -> pd.DataFrame:
         """Inter-token latencies as weighted samples ``(itl_s, count)``."""
         return self.frames.itl
+
+    @property
+    def preemptions(self) -> pd.DataFrame | None:
+        """One row per preemption (:mod:`simkv.metrics.recorder`): request, when, kind, when
+        it was scheduled again and sampled its next token."""
+        return self.frames.preemptions
 
     @property
     def latencies(self) -> pd.DataFrame:

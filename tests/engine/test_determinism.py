@@ -36,6 +36,7 @@ def test_same_seed_same_frames(tmp_path: Path) -> None:
         pd.testing.assert_frame_equal(a.frames.requests, b.frames.requests)
         pd.testing.assert_frame_equal(a.frames.steps, b.frames.steps)
         pd.testing.assert_frame_equal(a.frames.itl, b.frames.itl)
+        pd.testing.assert_frame_equal(a.frames.preemptions, b.frames.preemptions)
         assert a.summary == b.summary
 
 

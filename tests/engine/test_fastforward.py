@@ -66,6 +66,7 @@ def _assert_same(cfg: SimConfig) -> int:
     pd.testing.assert_frame_equal(fast.requests, slow.requests, check_exact=True)
     pd.testing.assert_frame_equal(fast.steps, slow.steps, check_exact=True)
     pd.testing.assert_frame_equal(fast.itl, slow.itl, check_exact=True)
+    pd.testing.assert_frame_equal(fast.preemptions, slow.preemptions, check_exact=True)
     assert fast_summary == slow_summary
     return windows
 

@@ -40,6 +40,7 @@ def test_a_fleet_of_one_gives_the_engines_frames(path: Path) -> None:
     _same(plain.requests, fleet.requests.drop(columns="replica"))
     _same(plain.steps, fleet.steps.drop(columns="replica"))
     _same(plain.itl, fleet.itl)
+    _same(plain.preemptions, fleet.preemptions)
     assert len(plain.requests) > 0
 
 

@@ -36,7 +36,10 @@ DAMAGE: dict[str, bytes | None] = {
     "steps.parquet": b"PAR1",
     "itl.parquet": b"",
 }
-TRACE_DAMAGE = ["requests.parquet", "steps.parquet", "itl.parquet"]  # what `simkv trace` reads
+# read by `simkv trace` only (`simkv report` does not read it)
+TRACE_ONLY_DAMAGE: dict[str, bytes | None] = {"preemptions.parquet": b"PAR1garbagePAR1"}
+# what `simkv trace` reads (preemptions.parquet may be missing: an older simkv's folder)
+TRACE_DAMAGE = ["requests.parquet", "steps.parquet", "itl.parquet", "preemptions.parquet"]
 
 
 def _damaged(run_dir: Path, tmp_path: Path, name: str, content: bytes | None) -> Path:
@@ -62,7 +65,9 @@ def test_report_on_damaged_folder(
 @pytest.mark.parametrize("name", [*TRACE_DAMAGE, "steps.parquet:missing"])
 def test_trace_on_damaged_folder(run_dir: Path, tmp_path: Path, name: str) -> None:
     file, _, missing = name.partition(":")
-    copy = _damaged(run_dir, tmp_path, file, None if missing else DAMAGE[file])
+    copy = _damaged(
+        run_dir, tmp_path, file, None if missing else {**DAMAGE, **TRACE_ONLY_DAMAGE}[file]
+    )
     before = snapshot(copy)
     assert_clean(["trace", str(copy)], (str(copy),), "damaged run folders", ok=False)
     assert snapshot(copy) == before

@@ -1,8 +1,10 @@
-"""Preemptions and swaps in the trace: instant markers at the steps that did them, and the
-decode span of a preempted or swapped request named so; a time window and a request limit."""
+"""Preemptions and swaps in the trace: instant markers at the steps that did them, and (frames
+without a ``preemptions`` frame, as an older run folder's) the unsplit decode span of a
+preempted or swapped request named so; a time window and a request limit."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from simkv.metrics.trace import TraceWindow, trace_document
@@ -27,10 +29,11 @@ def _markers(doc: dict, name: str) -> list[dict]:
 
 
 def test_preemptions_are_marked_at_their_steps_and_name_the_decode_span(tmp_path: Path) -> None:
-    frames = _frames(tmp_path, "recompute")
+    frames = replace(_frames(tmp_path, "recompute"), preemptions=None)  # not recorded
     steps, requests = frames.steps, frames.requests
     assert steps["preempted"].sum() > 0  # the scenario preempts
     doc = trace_document(frames)
+    assert doc["otherData"]["preempted_spans"] == "unsplit"
     marks = _markers(doc, "preemption")
     hit = steps[steps["preempted"] > 0]
     assert [m["ts"] for m in marks] == list(hit["time_s"] * 1e6)
@@ -46,7 +49,7 @@ def test_preemptions_are_marked_at_their_steps_and_name_the_decode_span(tmp_path
 
 
 def test_swaps_are_marked_out_and_in(tmp_path: Path) -> None:
-    frames = _frames(tmp_path, "swap")
+    frames = replace(_frames(tmp_path, "swap"), preemptions=None)
     steps = frames.steps
     assert steps["swap_out_blocks"].sum() > 0
     doc = trace_document(frames)

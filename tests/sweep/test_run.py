@@ -18,8 +18,8 @@ from simkv.sweep.spec import load_sweep
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
 RUN_FILES = {
-    "DONE", "config.resolved.yaml", "itl.parquet", "point.json", "requests.parquet",
-    "steps.parquet", "summary.json",
+    "DONE", "config.resolved.yaml", "itl.parquet", "point.json", "preemptions.parquet",
+    "requests.parquet", "steps.parquet", "summary.json",
 }  # fmt: skip
 TOO_SMALL = (
     "kv_cache: the KV cache holds 64 tokens (4 blocks of 16), less than max_model_len 4096; "

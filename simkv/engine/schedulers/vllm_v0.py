@@ -247,7 +247,9 @@ class VllmV0Scheduler(SchedulerBase):
     def _preempt(self, seq: Seq, plan: StepPlan, now: float) -> None:
         plan.preempted += 1
         seq.preemptions += 1
-        if self.preemption.mode != "swap" and not is_forked(seq):
+        swap = self.preemption.mode == "swap" or is_forked(seq)
+        self.preemption_log.preempted(seq, now, swap)
+        if not swap:
             self.kv.free(seq)
             seq.recomputed_tokens += seq.num_computed
             seq.num_computed = 0
@@ -296,6 +298,7 @@ class VllmV0Scheduler(SchedulerBase):
             plan.swap_in_blocks += blocks
             seq.swapped_bytes += blocks * self.kv.block_bytes
             seq.status = Status.RUNNING
+            self.preemption_log.resumed(seq, now)
             self._decode(seq, not is_forked(seq), plan)  # can_swap_in counted its slots
             self.running.append(seq)
         return dropped and not swapped

@@ -97,6 +97,7 @@ class VllmV1Scheduler(SchedulerBase):
         if kv.cache is not None:
             self.fill_block_size = kv.block_size
         self._plan = StepPlan()  # the plan being built (for the lane's preemption callback)
+        self._now = 0.0  # when the step being planned starts (its preemptions' time)
         # (head, budget, blocks): the waiting head that could not be admitted with that budget
         # and cannot hit the prefix cache (kv.prefix.cannot_hit) stays out while fewer blocks
         # are free (forgotten once it is admitted: after a preemption it may hit its own blocks)
@@ -169,6 +170,7 @@ class VllmV1Scheduler(SchedulerBase):
 
     def _schedule(self, now: float) -> StepPlan:
         plan = self._plan = StepPlan()
+        self._now = now
         budget = self.budget
         if self._lone_unthreshold:
             # vLLM 0.32 Scheduler.schedule: a lone request has nobody to starve
@@ -262,6 +264,7 @@ class VllmV1Scheduler(SchedulerBase):
         seq.recomputed_tokens += seq.num_computed
         seq.num_computed = 0
         seq.preemptions += 1
+        self.preemption_log.preempted(seq, self._now, swap=False)
         seq.status = Status.WAITING
         self.waiting.push_front(seq)
         plan.preempted += 1
