@@ -109,7 +109,8 @@ def test_bundled_rtx4090_replay_prints_every_metric(tmp_path: Path) -> None:
     for label in LABELS:
         assert label in result.output, label
     # the measured column is the "vLLM" column of LLMServingSim's own validation summary
-    for value in ("65,456.6", "60,110.9", "137,356.3", "32.4", "30.8", "86,578.3", "153,627.5"):
+    # (65,456.6 ms … in seconds from 10 s, to the 10 ms the summary's 0.1 ms rounds to)
+    for value in ("65.46 s", "60.11 s", "137.36 s", "32.4 ms", "30.8 ms", "86.58 s", "153.63 s"):
         assert value in result.output, value
     assert "300" in result.output
     # the measured run is overloaded from its 13th request on (its README says the queue grows)

@@ -25,7 +25,7 @@ def _print_validation(title: str, rows: list[dict[str, str]], lines: list[str]) 
     from rich.console import Console
     from rich.table import Table
 
-    caption = "latencies in ms; Diff% = (simulated − measured) / measured"
+    caption = "Diff% = (simulated − measured) / measured"
     table = Table("Metric", "Measured", "Simulated", "Diff%", title=title, caption=caption)
     for column in table.columns[1:]:
         column.justify = "right"

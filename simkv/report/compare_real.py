@@ -34,7 +34,7 @@ from simkv.outputs import make_folder, write_file
 from simkv.report import compare_figures as cf
 from simkv.report import figures as fg
 from simkv.report.blocks import FigureBlock, figure_block, report_environment
-from simkv.report.conventions import Drawn
+from simkv.report.conventions import SECONDS_FROM_MS, Drawn
 from simkv.report.run_folder import RunFolder, load_run
 
 HTML_FILE, CSV_FILE = "compare.html", "compare.csv"
@@ -85,11 +85,15 @@ def compare_run(run: RunFolder, measured_path: Path) -> RealComparison:
 
 
 def format_metric(key: str, value: float | None) -> str:
-    """A metric value for display: ms and tokens/s to 0.1, req/s to 0.001, counts whole."""
+    """A metric value for display: a latency with its unit, to 0.1 ms below 10 s and to 0.01 s
+    from there (the report's duration rule, :func:`simkv.report.conventions.format_ms`, at the
+    precision a validation table needs); tokens/s to 0.1, req/s to 0.001, counts whole."""
     if value is None:
         return "—"
     if key == "completed":
         return f"{int(value):,}"
+    if key.endswith("_ms"):
+        return f"{value:,.1f} ms" if value < SECONDS_FROM_MS else f"{value / 1e3:,.2f} s"
     return f"{value:,.3f}" if key == "request_throughput" else f"{value:,.1f}"
 
 
