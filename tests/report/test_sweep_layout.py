@@ -31,6 +31,7 @@ from simkv.report.sweep_report import write_sweep_report
 from simkv.sweep.run import run_sweep
 from tests.conftest import ROOT
 from tests.report.chromium import chromium_tab, page_problems, require_chromium
+from tests.report.costs import PER_HOUR, bare_costs, cost_cells, page_text, table_cells
 from tests.report.page_checks import ANSWERS_JS, LEGEND_JS, WRAP_JS, shown_number
 
 SWEEPS = sorted((ROOT / "configs" / "sweeps").glob("*.yaml"))
@@ -107,6 +108,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
             events = tab.open(page)
             out[stem] = json.loads(tab.value(MEASURE_JS))
             out[stem]["problems"] = page_problems(events)
+            out[stem]["html"] = page.read_text(encoding="utf-8")
             out[stem]["legends"] = json.loads(tab.value(LEGEND_JS))
             out[stem]["wraps"] = json.loads(tab.value(WRAP_JS))
             out[stem]["answers"] = json.loads(tab.value(ANSWERS_JS))
@@ -192,3 +194,14 @@ def test_the_headline_states_the_summary_files_answer(
     else:
         expected = json.loads((folder / "capacity.json").read_text(encoding="utf-8"))[key]
     assert expected is not None and shown_number(shown[0]) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_every_cost_carries_the_currency(measured: dict[str, dict[str, Any]], stem: str) -> None:
+    """Costs appear on an option's count-search page (each option's cost per hour in its
+    answer lines): each names the options file's currency (here the default, USD)."""
+    page = measured[stem]["html"]
+    tables, text = table_cells(page), page_text(page)
+    assert bare_costs(tables, text, "USD") == [], stem
+    if stem == "fleets":  # the check looked at some
+        assert len(PER_HOUR.findall(text)) + cost_cells(tables, "USD") >= 2
