@@ -11,7 +11,7 @@ locks), each running one item at a time. The parent tracks which item each worke
 * a Ctrl-C never reaches a worker: a terminal sends it to the whole process group, and a
   worker still importing (before its loop ignores SIGINT) would die printing a traceback, so
   workers start with SIGINT blocked (:func:`_sigint_held`) and keep it blocked; the parent's
-  own Ctrl-C is untouched;
+  own Ctrl-C waits until the workers being started have their start data, then is handled;
 * workers die with the parent: on Linux each worker asks the kernel for SIGKILL when its parent
   dies (``prctl(PR_SET_PDEATHSIG)``), so a ``kill -9`` of the sweep leaves no worker behind; when
   the iteration ends early (an error, Ctrl-C) the parent kills the workers itself.
@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -52,15 +53,25 @@ def _die_with_parent(parent_pid: int) -> None:
 def _sigint_held() -> Iterator[None]:
     """SIGINT blocked in this thread for the block, so a process spawned in it inherits the
     block and never sees a Ctrl-C: the mask survives spawn's fork and exec (multiprocessing's
-    resource tracker relies on the same). The handlers are untouched, so this process's own
-    Ctrl-C is never lost: it is delivered when the block ends, or at once through another
-    thread. The resource tracker is started first: starting it unblocks SIGINT."""
+    resource tracker relies on the same). This process's own Ctrl-C is held too, never lost:
+    another thread (a progress bar's) may take the signal while this one blocks it, and Python
+    would then raise ``KeyboardInterrupt`` here mid-spawn, before the child has read its start
+    data (it dies printing a traceback); so, in the main thread, the SIGINT handler only notes
+    the signal during the block and the previous handler gets it when the block ends. The
+    resource tracker is started first: starting it unblocks SIGINT."""
     resource_tracker.ensure_running()
+    held: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda signum, _: held.append(signum)) if main else None
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a blocked one is noted now
+        if main:
+            signal.signal(signal.SIGINT, previous)
+            if held:
+                signal.raise_signal(signal.SIGINT)  # to the handler it was meant for
 
 
 def _serve(conn: Connection, fn: Callable[[Any], Any], parent_pid: int) -> None:

@@ -199,3 +199,35 @@ def test_ctrl_c_while_the_workers_start_prints_one_line(tmp_path: Path) -> None:
     lines = [line for line in text.splitlines() if not line.startswith("sweep ")]
     assert len(lines) == 1 and lines[0].startswith("interrupted:"), text
     assert not any(_alive(w) for w in workers)
+
+
+@pytest.mark.parametrize("through_another_thread", [False, True])
+def test_a_ctrl_c_while_workers_start_waits_for_the_block(through_another_thread: bool) -> None:
+    """A Ctrl-C arriving while workers are being spawned is held until they are started (a
+    KeyboardInterrupt mid-spawn leaves a child without its start data, and it dies printing a
+    traceback), then raised: whether it reaches this thread (blocked, delivered when the block
+    ends) or another one (a progress bar's thread takes it, Python runs the handler here)."""
+    import threading
+
+    from simkv.sweep.pool import _sigint_held
+
+    go, sent = threading.Event(), threading.Event()
+
+    def send() -> None:
+        go.wait(10)
+        os.kill(os.getpid(), signal.SIGINT)  # the kernel picks a thread not blocking it: this one
+        sent.set()
+
+    helper = threading.Thread(target=send, daemon=True)
+    if through_another_thread:
+        helper.start()  # before the block, so this thread does not inherit the block
+    reached_the_end = False
+    with pytest.raises(KeyboardInterrupt), _sigint_held():
+        if through_another_thread:
+            go.set()
+            assert sent.wait(10)
+        else:
+            signal.raise_signal(signal.SIGINT)  # to this thread, which blocks it
+        time.sleep(0.2)  # a handler would run here (sleep is interruptible)
+        reached_the_end = True
+    assert reached_the_end
