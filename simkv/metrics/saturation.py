@@ -78,12 +78,17 @@ class SaturationSplit:
 def last_drain(requests: pd.DataFrame) -> Drain:
     """The :class:`Drain` of a request frame (``arrival_s``, ``ttft_s``; a request without a
     first token never leaves the queue)."""
+    return _drain(requests)[0]
+
+
+def _drain(requests: pd.DataFrame) -> tuple[Drain, np.ndarray]:
+    """:func:`last_drain`, and which requests arrived after the drain (:func:`_late`)."""
     late = _late(requests)
     arrival = requests["arrival_s"].to_numpy(np.float64)
     if not len(arrival):
-        return Drain(0.0, 0, 0)
+        return Drain(0.0, 0, 0), late
     opened = arrival[~late].max()  # the last request to find the queue empty
-    return Drain(float(opened - arrival.min()), int(late.sum()), len(arrival))
+    return Drain(float(opened - arrival.min()), int(late.sum()), len(arrival)), late
 
 
 def _late(requests: pd.DataFrame) -> np.ndarray:
@@ -114,10 +119,9 @@ def saturation_split(
     """Both sides' drains; when the measured run is in overload, ``headline`` (the mean
     |Diff%| of two request frames) of the requests before and after its last drain (the same
     rows of both frames: they hold the same requests in arrival order)."""
-    real, sim = last_drain(measured), last_drain(simulated)
+    (real, late), sim = _drain(measured), last_drain(simulated)
     if not real.overloaded:
         return SaturationSplit(real, sim)
-    late = _late(measured)
     parts = []
     for rows in (~late, late):
         picked = (measured[rows].reset_index(drop=True), simulated[rows].reset_index(drop=True))
