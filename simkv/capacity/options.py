@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simkv.config.fleet_options import DEFAULT_CURRENCY
+from simkv.metrics.slo import binding
 
 TOKENS_PER_MILLION = 1e6
 SECONDS_PER_HOUR = 3600.0
@@ -91,9 +92,8 @@ class OptionRow:
 
     @property
     def binding_slo(self) -> str | None:
-        """The objective of least margin (first of equals), None without a margin."""
-        known = [(m, i, name) for i, (name, m) in enumerate(self.slo_margins) if m is not None]
-        return min(known)[2] if known else None
+        """The binding objective (:func:`simkv.metrics.slo.binding`), None without margins."""
+        return binding(dict(self.slo_margins))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -69,6 +69,15 @@ def slo_margins(summary: Mapping[str, object], slo: SLOConfig) -> dict[str, floa
     return margins
 
 
+def binding(margins: Mapping[str, float | None]) -> str | None:
+    """The binding objective of :func:`slo_margins`: the least margin, a missing percentile
+    counting as the least of all (the first of equals, in ``SLO_KEYS`` order); None when no
+    objective is set."""
+    if not margins:
+        return None
+    return min(margins, key=lambda name: -np.inf if margins[name] is None else margins[name])
+
+
 def verdict(
     summary: Mapping[str, object], latencies_ms: Mapping[str, np.ndarray], slo: SLOConfig
 ) -> dict[str, float | str | bool | None]:
@@ -80,21 +89,20 @@ def verdict(
     if not slo_set(slo):
         return {}
     out: dict[str, float | str | bool | None] = {"slo_percentile": slo.percentile}
-    ratios: dict[str, float] = {}
+    margins = slo_margins(summary, slo)
     for key, _, _ in SLO_KEYS:
         limit = getattr(slo, key)
         if limit is None:
             continue
         name, values = slo_name(key), latencies_ms[key]
-        ratios[name] = _ratio(summary, key, slo)
-        out[f"slo_{name}_pass"] = ratios[name] <= 1.0
+        margin = margins[name]
+        out[f"slo_{name}_pass"] = margin is not None and margin >= 0.0
         met = ~(values > limit)  # NaN compares False: a request without TPOT meets it
         out[f"slo_{name}_attainment_frac"] = float(met.mean()) if len(values) else None
-    binding = max(ratios, key=lambda name: ratios[name])  # first of equals: SLO_KEYS order
-    out["slo_pass"] = all(r <= 1.0 for r in ratios.values())
-    out["slo_binding"] = binding
-    finite = np.isfinite(ratios[binding])
-    out["slo_binding_headroom_frac"] = 1.0 - ratios[binding] if finite else None
+    bound = binding(margins)
+    out["slo_pass"] = all(m is not None and m >= 0.0 for m in margins.values())
+    out["slo_binding"] = bound
+    out["slo_binding_headroom_frac"] = margins[bound] if bound is not None else None
     return out
 
 
