@@ -1,11 +1,12 @@
 """The per-replica latency table of a fleet run's report, and the replicas' names.
 
-One row per replica, computed from the run's frames (the requests frame's ``replica`` column,
-the one the fleet figures group by, and the steps frame's): the requests it finished, its
+One row per replica, computed from the requests frame (its ``replica`` column, the one the
+fleet figures group by): the requests it finished, its
 request throughput over the run's duration (first arrival to last completion, as the summary's
 ``duration_s``), p50 and p99 TTFT and p99 TPOT of its finished requests (latencies of
-:func:`simkv.metrics.latency.request_latencies`), and its busy share (the summed duration of
-its engine steps over the run's duration). Group and GPU come from ``replicas.json``.
+:func:`simkv.metrics.latency.request_latencies`). Group, GPU and the busy share (``busy_frac``
+of :mod:`simkv.metrics.utilisation`, ``—`` in a folder written before it) come from
+``replicas.json``.
 Durations are printed by :func:`~simkv.report.conventions.format_ms`.
 """
 
@@ -45,15 +46,12 @@ def _percentile(values: pd.Series, q: float) -> float | None:
     return float(np.percentile(finite, q)) if finite.size else None
 
 
-def replica_rows(
-    requests: pd.DataFrame, steps: pd.DataFrame, replicas: pd.DataFrame
-) -> list[ReplicaRow]:
+def replica_rows(requests: pd.DataFrame, replicas: pd.DataFrame) -> list[ReplicaRow]:
     """The table's rows, in replica order (a replica that finished nothing shows ``—``)."""
     latency = request_latencies(requests)
     finished = requests["status"] == "finished"
     done = requests[finished]
     duration = float(done["finish_s"].max() - requests["arrival_s"].min()) if len(done) else 0.0
-    busy = steps.groupby("replica")["duration_s"].sum() if "replica" in steps else pd.Series()
     rows = []
     for _, info in replicas.sort_values("replica").iterrows():
         r = int(info["replica"])
@@ -61,14 +59,14 @@ def replica_rows(
         count = int((mine & finished).sum())
         own = latency[mine & finished]
         rate = count / duration if duration > 0 else None
-        share = float(busy.get(r, 0.0)) / duration if duration > 0 else None
+        share = info.get("busy_frac")
         cells = (
             f"{count:,}",
             "—" if rate is None else f"{rate:.3g}",
             format_ms(_percentile(own["ttft_ms"], 50.0)),
             format_ms(_percentile(own["ttft_ms"], 99.0)),
             format_ms(_percentile(own["tpot_ms"], 99.0)),
-            "—" if share is None else f"{100 * share:.0f} %",
+            "—" if share is None or pd.isna(share) else f"{100 * share:.0f} %",
         )
         gpu = info.get("gpu")
         tp = info.get("tensor_parallel")

@@ -256,9 +256,7 @@ def render_run_report(run_dir: Path) -> str:
         ),
         replica_headers=HEADERS,
         replica_rows=(
-            []
-            if run.replicas is None
-            else replica_rows(run.frames.requests, run.frames.steps, run.replicas)
+            [] if run.replicas is None else replica_rows(run.frames.requests, run.replicas)
         ),
         figures=figure_blocks,
         distributions=distributions,

@@ -114,7 +114,7 @@ def test_the_per_replica_table_is_computed_from_the_requests(run_dir: Path) -> N
     """Rows from the requests frame agree with the engine's own per-replica record."""
     run = load_run(run_dir)
     assert run.replicas is not None
-    rows = replica_rows(run.frames.requests, run.frames.steps, run.replicas)
+    rows = replica_rows(run.frames.requests, run.replicas)
     assert [(r.replica, r.gpu) for r in rows] == [("r0", "a100-80gb TP1"), ("r1", "a100-80gb TP1")]
     assert [r.cells[0] for r in rows] == ["2", "1"]  # A, C on replica 0; B on replica 1
     for row, (_, info) in zip(rows, run.replicas.iterrows(), strict=True):
