@@ -1,0 +1,235 @@
+"""KV transfers between replicas sharing their NICs: a fluid, max-min fair network.
+
+Every replica has one egress and one ingress NIC (bytes/s each, one direction; the
+:class:`simkv.config.links.LinkConfig` bandwidth). A flow from ``src`` to ``dst`` first waits
+its latency, carrying nothing, then moves bytes through the egress NIC of ``src`` and the
+ingress NIC of ``dst``. The moving flows share the NICs max-min fairly: the rates are the ones
+progressive filling (water-filling) reaches, as Bertsekas & Gallager define max-min fairness
+(*Data Networks*, 2nd ed., §6.5.2): no flow can go faster without slowing a flow that is no
+faster than it. The fabric between the NICs is taken as non-blocking (a full-bisection fat tree).
+
+Time moves only forward, driven by the caller's event loop: :meth:`TransferNet.next_event_s`
+is the time of the next change (a latency ending or a flow finishing at the current rates) and
+:meth:`TransferNet.advance` processes every change up to a time, recomputing the rates after
+each. Rates change only at those events, so between them each flow's remaining bytes are a
+straight line from its last anchor; the rates are recomputed only when the set of moving flows
+changes, in O(flows × NICs).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from simkv.kv.allocator import InvariantViolation
+
+__all__ = ["TransferNet", "max_min_rates"]
+
+DONE_BYTES = 1e-6
+"""Remaining bytes at or below which a flow is done, so float dust never keeps a flow alive."""
+DONE_FRACTION = 1e-12
+"""The same threshold relative to the flow's size (for flows of terabytes)."""
+RATE_SLACK = 1e-9
+"""Relative tolerance of :meth:`TransferNet.check`'s ``Σ rates ≤ capacity`` on every NIC."""
+
+
+def max_min_rates(
+    flows: Sequence[tuple[int, int]], egress_bps: Sequence[float], ingress_bps: Sequence[float]
+) -> list[float]:
+    """Max-min fair rates (bytes/s) of ``flows`` given as ``(src, dst)``, by progressive
+    filling (Bertsekas & Gallager, *Data Networks*, §6.5.2): the NIC whose residual capacity per
+    unfrozen flow is least is the bottleneck; its flows get that share, which comes off the
+    other NIC each of them uses; repeat. Ties go to the lower NIC (egress before ingress)."""
+    n = len(egress_bps)
+    residual = [*egress_bps, *ingress_bps]  # NIC r: egress r, or ingress r - n
+    users: dict[int, set[int]] = {}
+    for k, (src, dst) in enumerate(flows):
+        users.setdefault(src, set()).add(k)
+        users.setdefault(n + dst, set()).add(k)
+    rates = [0.0] * len(flows)
+    while users:
+        share, nic = min((residual[r] / len(ks), r) for r, ks in users.items())
+        for k in users.pop(nic):
+            rates[k] = share
+            src, dst = flows[k]
+            for other in (src, n + dst):
+                if other != nic:
+                    residual[other] = max(0.0, residual[other] - share)
+                    users[other].discard(k)
+                    if not users[other]:
+                        del users[other]
+    return rates
+
+
+@dataclass(slots=True)
+class _Flow:
+    """One transfer. While moving, ``remaining`` bytes were left at ``anchor_s`` and it has
+    moved at ``rate`` since; it is done at ``done_s`` (inf while in its latency)."""
+
+    src: int
+    dst: int
+    nbytes: int
+    ready_s: float
+    anchor_s: float
+    remaining: float
+    rate: float = 0.0
+    done_s: float = math.inf
+
+    def remaining_at(self, t: float) -> float:
+        return self.remaining - self.rate * (t - self.anchor_s)
+
+    def done_below(self) -> float:
+        """Remaining bytes at or below which this flow is done."""
+        return max(DONE_BYTES, DONE_FRACTION * self.nbytes)
+
+
+class TransferNet:
+    """Flows between replicas sharing egress and ingress NICs, max-min fair.
+
+    Invariants (verified by :meth:`check`): every flow in flight is either in its latency or
+    moving, never both; on every NIC the moving flows' rates sum to at most its capacity; no
+    flow has negative remaining bytes. ``sent_bytes[src]`` and ``received_bytes[dst]`` count a
+    flow's whole size when it finishes; ``egress_busy_s`` and ``ingress_busy_s`` the time each
+    NIC had at least one flow moving bytes.
+
+    A flow is done when its remaining bytes reach ``max(DONE_BYTES, DONE_FRACTION × nbytes)``
+    or when time reaches the ``done_s`` its current rate predicts, whichever is first: so
+    :meth:`advance` to :meth:`next_event_s` always finishes or starts something. Flows that
+    finish while :meth:`start` moves the clock are returned by the next :meth:`advance` (call
+    ``advance(now)`` before ``start(..., now)`` to have every finish at the time it happened).
+    """
+
+    def __init__(self, egress_bps: list[float], ingress_bps: list[float]) -> None:
+        if not egress_bps or len(egress_bps) != len(ingress_bps):
+            raise ValueError("give one egress and one ingress bandwidth per replica")
+        if not all(0 < bps < math.inf for bps in (*egress_bps, *ingress_bps)):
+            raise ValueError("every NIC bandwidth is a positive finite number of bytes/s")
+        self._egress = tuple(float(bps) for bps in egress_bps)
+        self._ingress = tuple(float(bps) for bps in ingress_bps)
+        n = len(egress_bps)
+        self.sent_bytes = [0] * n
+        self.received_bytes = [0] * n
+        self.egress_busy_s = [0.0] * n
+        self.ingress_busy_s = [0.0] * n
+        self._now = 0.0
+        self._flows: dict[int, _Flow] = {}
+        self._waiting: list[tuple[float, int]] = []  # heap of (ready_s, flow id)
+        self._moving: dict[int, _Flow] = {}
+        self._next_done_s = math.inf
+        self._busy_src: list[int] = []
+        self._busy_dst: list[int] = []
+        self._unreported: list[int] = []
+
+    def start(
+        self, flow_id: int, src: int, dst: int, nbytes: int, now: float, latency_s: float
+    ) -> None:
+        """Advance to ``now``, then send ``nbytes`` from ``src`` to ``dst``: nothing moves
+        for ``latency_s``, then the flow competes for the NICs."""
+        n = len(self._egress)
+        if not (0 <= src < n and 0 <= dst < n):
+            raise ValueError(f"replicas are 0..{n - 1}, got {src} -> {dst}")
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ValueError(f"nbytes is an int >= 0, got {nbytes!r}")
+        if not 0 <= latency_s < math.inf:
+            raise ValueError(f"latency_s is finite and >= 0, got {latency_s!r}")
+        if flow_id in self._flows or flow_id in self._unreported:
+            raise InvariantViolation(f"flow {flow_id} is already in flight or unreported")
+        self._run_until(now)
+        ready_s = now + latency_s
+        self._flows[flow_id] = _Flow(src, dst, nbytes, ready_s, ready_s, float(nbytes))
+        heapq.heappush(self._waiting, (ready_s, flow_id))
+
+    def next_event_s(self) -> float:
+        """Time of the next latency ending or flow finishing (may be now; inf if none)."""
+        ready_s = self._waiting[0][0] if self._waiting else math.inf
+        return min(ready_s, self._next_done_s)
+
+    def advance(self, now: float) -> list[int]:
+        """Process every event up to ``now`` in time order; the flows finished by ``now`` and
+        not yet returned, in (finish time, flow id) order."""
+        self._run_until(now)
+        finished, self._unreported = self._unreported, []
+        return finished
+
+    def active(self) -> int:
+        """Flows in flight, in their latency or moving."""
+        return len(self._flows)
+
+    def check(self) -> None:
+        """Raise :class:`InvariantViolation` if a NIC carries more than its capacity, a flow
+        has negative remaining bytes, or a flow is both waiting and moving (or neither)."""
+        waiting = {flow_id for _, flow_id in self._waiting}
+        if waiting & set(self._moving) or waiting | set(self._moving) != set(self._flows):
+            raise InvariantViolation("every flow in flight is either waiting or moving")
+        for nics, capacities, side in ((0, self._egress, "egress"), (1, self._ingress, "ingress")):
+            load = [0.0] * len(capacities)
+            for flow in self._moving.values():
+                load[(flow.src, flow.dst)[nics]] += flow.rate
+            for nic, (used, capacity) in enumerate(zip(load, capacities, strict=True)):
+                if used > capacity * (1 + RATE_SLACK):
+                    raise InvariantViolation(f"{side} NIC {nic}: {used} B/s > {capacity} B/s")
+        for flow_id, flow in self._moving.items():
+            left = flow.remaining_at(self._now)
+            if flow.rate <= 0 or flow.remaining < 0 or left < -flow.done_below():
+                raise InvariantViolation(f"flow {flow_id}: {flow.rate} B/s, {left} bytes left")
+
+    def _run_until(self, now: float) -> None:
+        if not self._now <= now < math.inf:
+            raise InvariantViolation(f"time runs forward: asked for {now} s at {self._now} s")
+        while (t := self.next_event_s()) <= now:
+            self._move_to(t)
+            self._process_events(t)
+        self._move_to(now)
+
+    def _move_to(self, t: float) -> None:
+        """Move the clock to ``t``, counting busy time; bytes follow from the anchors."""
+        elapsed = t - self._now
+        for nic in self._busy_src:
+            self.egress_busy_s[nic] += elapsed
+        for nic in self._busy_dst:
+            self.ingress_busy_s[nic] += elapsed
+        self._now = t
+
+    def _process_events(self, t: float) -> None:
+        """Finish the flows done by ``t``, let the flows whose latency ends at ``t`` move, and
+        recompute the rates if the moving set changed."""
+        finished: list[int] = []
+        for flow_id, flow in self._moving.items():
+            if flow.done_s <= t or flow.remaining_at(t) <= flow.done_below():
+                finished.append(flow_id)
+        for flow_id in finished:
+            del self._moving[flow_id]
+        changed = bool(finished)
+        while self._waiting and self._waiting[0][0] <= t:
+            _, flow_id = heapq.heappop(self._waiting)
+            flow = self._flows[flow_id]
+            if flow.remaining <= flow.done_below():
+                finished.append(flow_id)
+            else:
+                self._moving[flow_id] = flow
+                changed = True
+        for flow_id in sorted(finished):
+            flow = self._flows.pop(flow_id)
+            self.sent_bytes[flow.src] += flow.nbytes
+            self.received_bytes[flow.dst] += flow.nbytes
+            self._unreported.append(flow_id)
+        if changed:
+            self._recompute(t)
+
+    def _recompute(self, t: float) -> None:
+        """Re-anchor every moving flow at ``t`` and give it its max-min fair rate."""
+        flows = list(self._moving.values())
+        for flow in flows:
+            if flow.anchor_s < t:
+                flow.remaining = max(0.0, flow.remaining_at(t))
+                flow.anchor_s = t
+        pairs = [(flow.src, flow.dst) for flow in flows]
+        rates = max_min_rates(pairs, self._egress, self._ingress)
+        for flow, rate in zip(flows, rates, strict=True):
+            flow.rate = rate
+            flow.done_s = t + flow.remaining / rate if rate > 0 else math.inf
+        self._next_done_s = min((flow.done_s for flow in flows), default=math.inf)
+        self._busy_src = sorted({flow.src for flow in flows})
+        self._busy_dst = sorted({flow.dst for flow in flows})
