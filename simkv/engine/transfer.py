@@ -194,7 +194,8 @@ class TransferNet:
 
     def _process_events(self, t: float) -> None:
         """Finish the flows done by ``t``, let the flows whose latency ends at ``t`` move, and
-        recompute the rates if the moving set changed."""
+        recompute the rates if the moving set changed. Called only at an event, so something
+        must change (else the clock would stay at ``t`` forever)."""
         finished: list[int] = []
         for flow_id, flow in self._moving.items():
             if flow.done_s <= t or flow.remaining_at(t) <= flow.done_below():
@@ -210,6 +211,8 @@ class TransferNet:
             else:
                 self._moving[flow_id] = flow
                 changed = True
+        if not finished and not changed:
+            raise InvariantViolation(f"an event at {t} s neither finished nor started a flow")
         for flow_id in sorted(finished):
             flow = self._flows.pop(flow_id)
             self.sent_bytes[flow.src] += flow.nbytes

@@ -114,6 +114,16 @@ def test_finishes_during_start_come_back_from_the_next_advance_in_order() -> Non
     assert net.advance(5.0) == [9]
 
 
+def test_a_flow_within_dust_of_its_end_finishes_at_the_next_event() -> None:
+    # A sends 10 B at 1 B/s; B's latency ends 1e-7 s before A would finish, when A has 1e-7 B
+    # left (below DONE_BYTES): A is done then, and does not share egress 0 with B.
+    net = TransferNet([1.0, 1.0], [1.0, 1.0])
+    net.start(0, 0, 1, 10, now=0.0, latency_s=0.0)
+    net.start(1, 0, 0, 5, now=0.0, latency_s=10 - 1e-7)
+    assert net.advance(10 - 1e-7) == [0]
+    assert net.next_event_s() == 10 - 1e-7 + 5.0
+
+
 def test_a_zero_byte_flow_finishes_after_its_latency() -> None:
     net = TransferNet([1e9, 1e9], [1e9, 1e9])
     net.start(7, 0, 1, 0, now=1.0, latency_s=0.25)
