@@ -4,9 +4,12 @@ at its own rate, in wall seconds; the fleet should take at most 16× the single 
 Both serve the bundled Azure LLM inference 2023 conversation trace (19,366 requests,
 ``configs/quickstart.yaml``: Llama-2-7B, A100-80GB, ``vllm_v1``); the fleet's arrivals are
 16× denser (``workload.time_scale=0.0625``), so each replica sees about the single replica's
-load. Each case runs in its own process (no warm caches shared). Usage::
+load. Each case runs in its own process (no warm caches shared). The router ``pd`` is a
+prefill/decode fleet of the same size (half prefill, half decode replicas, ``least_outstanding``
+on both sides, KV over InfiniBand NDR): it should take at most 2× the colocated fleets' time.
+Usage::
 
-    .venv/bin/python benchmarks/fleet_speed.py [--replicas 16] [--routers round_robin,...]
+    .venv/bin/python benchmarks/fleet_speed.py [--replicas 16] [--routers round_robin,...,pd]
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ QUICKSTART = ROOT / "configs" / "quickstart.yaml"
 def _overrides(replicas: int, router: str) -> list[str]:
     if replicas == 1 and router == "none":
         return []
+    if router == "pd":
+        half = replicas // 2
+        return [
+            f"workload.time_scale={1.0 / replicas!r}",
+            "fleet={router: {kind: least_outstanding}, disaggregation: {link: ib_ndr}, "
+            f"replicas: [{{role: prefill, count: {half}}}, "
+            f"{{role: decode, count: {replicas - half}}}]}}",
+        ]
     return [
         f"workload.time_scale={1.0 / replicas!r}",
         f"fleet={{router: {{kind: {router}}}, replicas: [{{count: {replicas}}}]}}",
@@ -65,7 +76,7 @@ def _run(replicas: int, router: str) -> dict[str, float | int | str | None]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicas", type=int, default=16)
-    parser.add_argument("--routers", default="round_robin,least_outstanding")
+    parser.add_argument("--routers", default="round_robin,least_outstanding,pd")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -82,10 +93,16 @@ def main() -> None:
             f"| {row['replicas']} | {row['router']} | {row['requests']:,} | {row['steps']:,} "
             f"| {row['wall_s']} | {ratio:.2f} | {row['p99_ttft_ms']} | {row['imbalance']} |"
         )
-    worst = max(float(r["wall_s"] or 0) for r in rows[1:]) / float(single["wall_s"] or 1)
+    colocated = [r for r in rows[1:] if r["router"] != "pd"]
+    worst = max(float(r["wall_s"] or 0) for r in colocated) / float(single["wall_s"] or 1)
     verdict = "within" if worst <= args.replicas else "OVER"
     bound = f"{verdict} the {args.replicas}× bound"
-    print(f"\nslowest fleet: {worst:.2f}× the single replica ({bound})")
+    print(f"\nslowest colocated fleet: {worst:.2f}× the single replica ({bound})")
+    split = [r for r in rows[1:] if r["router"] == "pd"]
+    if split and colocated:
+        ratio = float(split[0]["wall_s"] or 0) / min(float(r["wall_s"] or 1) for r in colocated)
+        verdict = "within" if ratio <= 2 else "OVER"
+        print(f"prefill/decode fleet: {ratio:.2f}× the fastest colocated one ({verdict} 2×)")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"load average {load} at the end, {os.cpu_count()} logical CPUs, {when}")

@@ -207,9 +207,15 @@ def _named_key(message: str, data: Any, path: KeyPath) -> tuple[KeyPath, str]:
     for part in path:
         node = node.get(part) if isinstance(node, dict) else None
     for word in re.findall(r"[A-Za-z_][\w.]*\w", message):
-        keys, here = tuple(word.split(".")), node
-        for key in keys:
-            here = here.get(key, _MISSING) if isinstance(here, dict) else _MISSING
+        keys = tuple(int(key) if key.isdigit() else key for key in word.split("."))
+        here = node
+        for key in keys:  # (digits index lists: fleet.replicas.1.role)
+            if isinstance(here, dict):
+                here = here.get(key, _MISSING)
+            elif isinstance(here, list) and isinstance(key, int) and key < len(here):
+                here = here[key]
+            else:
+                here = _MISSING
         if here is not _MISSING:
             rest = message[len(word) :].lstrip(": ") if message.startswith(word) else message
             return (*path, *keys), rest

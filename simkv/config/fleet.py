@@ -17,7 +17,9 @@ from pydantic import Field
 
 from simkv.config.base import Frozen
 from simkv.config.cost import CostConfig
+from simkv.config.disagg import AlwaysRemote, DeciderConfig, Role
 from simkv.config.hardware import GpuSpec, ModelSpec
+from simkv.config.links import LinkConfig
 from simkv.config.policy import PreemptionConfig, SchedulerConfig
 from simkv.config.sections import KVCacheConfig, ParallelConfig
 
@@ -129,6 +131,7 @@ class ReplicaGroup(Frozen):
 
     name: str | None = Field(None, max_length=40, description="label in reports; unset: g<k>")
     count: int = Field(1, ge=1, le=MAX_REPLICAS, description="replicas in this group")
+    role: Role = Field("mixed", description="mixed (both phases), prefill or decode")
     model: ModelSpec | None = None
     gpu: GpuSpec | None = None
     parallel: ParallelConfig | None = None
@@ -136,6 +139,21 @@ class ReplicaGroup(Frozen):
     scheduler: SchedulerConfig | None = None
     preemption: PreemptionConfig | None = None
     cost_model: CostConfig | None = None
+
+
+class DisaggregationConfig(Frozen):
+    """Prefill/decode disaggregation (:mod:`simkv.config.disagg`, :mod:`simkv.engine.disagg`):
+    the link KV crosses, which prompts a decode replica sends away, and the router that picks
+    their prefill replica."""
+
+    link: LinkConfig = Field(description="the link KV crosses from prefill to decode replicas")
+    decider: DeciderConfig = Field(
+        AlwaysRemote(kind="always"), description="which prompts a decode replica sends away"
+    )
+    prefill_router: RouterConfig = Field(
+        LeastOutstandingRouter(kind="least_outstanding"),
+        description="picks a prompt's prefill replica among the prefill replicas",
+    )
 
 
 class FleetConfig(Frozen):
@@ -152,6 +170,14 @@ class FleetConfig(Frozen):
     replicas: list[ReplicaGroup] = Field(
         min_length=1, max_length=MAX_REPLICAS, description="replica groups, in order"
     )
+    disaggregation: DisaggregationConfig | None = Field(
+        None, description="prefill/decode disaggregation; needs prefill and decode groups"
+    )
+
+    @property
+    def disaggregated(self) -> bool:
+        """Whether some groups prefill for others (``role`` prefill and decode)."""
+        return any(group.role != "mixed" for group in self.replicas)
 
     @property
     def num_replicas(self) -> int:

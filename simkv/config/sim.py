@@ -18,6 +18,7 @@ from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from simkv.config.base import Frozen, YamlDoc, load_yaml, one_error, validate
 from simkv.config.cost import CostConfig, RooflineCostConfig
+from simkv.config.disagg import disagg_problems
 from simkv.config.fleet import ENGINE_SECTIONS, MAX_REPLICAS, FleetConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.limits import FolderName
@@ -104,6 +105,14 @@ class SimConfig(Frozen):
                 problems = rule_problems({name: getattr(cfg, name) for name in RULE_SECTIONS})
                 if problems:
                     raise ValueError(f"fleet.replicas: group {k}: {problems[0]}")
+            groups = self.group_configs()
+            problems = disagg_problems(
+                [group.role for group in self.fleet.replicas],
+                self.fleet.disaggregation is not None,
+                [cfg.model for cfg in groups], [cfg.scheduler for cfg in groups],
+            )  # fmt: skip
+            if problems:
+                raise ValueError(problems[0])
         return self._resolved()
 
     def _resolved(self) -> SimConfig:

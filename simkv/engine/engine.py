@@ -28,6 +28,7 @@ import numpy as np
 import simpy
 
 from simkv.engine.arrival_feed import NOTHING, ArrivalFeed, ArrivalProcess
+from simkv.engine.handoff import PENDING
 from simkv.engine.intake import EngineLimits, Intake
 from simkv.engine.lazy import DecodeLane
 from simkv.engine.progress import ProgressGuard, stalled
@@ -119,6 +120,7 @@ class Engine:
         self._guard = ProgressGuard()
         self._wake: simpy.Event | None = None
         self.fleet: FleetHooks | None = None  # set by the fleet this engine is a replica of
+        self._prefilled: set[int] = set()  # delivered requests prefilled on another replica
 
     def run(self) -> None:
         """Simulate until every request has finished, been rejected or been aborted.
@@ -151,6 +153,12 @@ class Engine:
         self._inbox.append((i, arrival_s))
         self.wake_up()
 
+    def deliver_prefilled(self, i: int, arrival_s: float) -> None:
+        """:meth:`deliver` request ``i`` whose prompt was prefilled on another replica: its
+        KV is to be received (:mod:`simkv.engine.handoff`)."""
+        self._prefilled.add(i)
+        self.deliver(i, arrival_s)
+
     def load(self) -> tuple[array, float]:
         """What a fleet's router reads of this engine (:mod:`simkv.engine.fleet_view`): the
         requests recorded so far, in the order they left (a live view: read, never change),
@@ -166,7 +174,7 @@ class Engine:
 
     def busy(self) -> bool:
         """Whether this engine has requests (queued, running, or delivered and not admitted)."""
-        return bool(self._inbox) or self.scheduler.has_work()
+        return bool(self._inbox) or self.scheduler.has_work() or self._handing_over()
 
     def wake_up(self) -> None:
         """An idle engine resumes its step process now (nothing happens otherwise)."""
@@ -208,6 +216,9 @@ class Engine:
 
     def _arrive(self, i: int, arrival_s: float, now: float) -> None:
         seq = self.intake.seq(i, arrival_s, now)
+        if self._prefilled and i in self._prefilled:
+            self._prefilled.discard(i)
+            seq.remote = PENDING
         if seq.status is Status.REJECTED:
             record_done(self.recorder, seq)
         else:
@@ -239,7 +250,7 @@ class Engine:
                 if plan.preempted:
                     self._guard.watch(plan, rec, start, sched)
                     continue  # the preemptions freed memory: schedule again at the same time
-                if sched.has_work():
+                if sched.has_work() and not self._handing_over():
                     raise stalled(start, sched)
                 if (rec.num_done if self.fleet is None else self.fleet.num_done()) == total:
                     return
@@ -267,6 +278,12 @@ class Engine:
                 sched.breakdown()  # every waste category >= 0
             if self.progress is not None and rec.num_steps % 512 == 0:
                 self.progress(rec.num_done, total)
+
+    def _handing_over(self) -> bool:
+        """Whether blocks are held for a KV hand-over in progress: a replica that can
+        schedule nothing then waits for the transfer's end instead of stalling."""
+        handoff = self.scheduler.handoff
+        return handoff is not None and handoff.pending()
 
     def _idle(self) -> Generator[simpy.Event, None, None]:
         """Nothing to run: wait for the next arrival batch (exactly when it fires) or, with

@@ -33,6 +33,7 @@ from heapq import heappop, heappush
 from typing import Any
 
 from simkv.engine.arrival_feed import ArrivalProcess
+from simkv.engine.disagg import Disaggregation
 from simkv.engine.engine import Engine
 from simkv.engine.fleet_view import FleetView
 from simkv.engine.routers import Router
@@ -54,7 +55,10 @@ class Fleet:
         sessions: Sessions,
         *,
         progress: ProgressFn | None = None,
+        disagg: Disaggregation | None = None,
     ) -> None:
+        """``view`` is over the replicas that serve requests (all but prefill replicas, in
+        fleet order); ``disagg``: the prefill/decode side of a fleet with prefill replicas."""
         env = replicas[0].env
         if any(engine.env is not env for engine in replicas):
             raise InvariantViolation("a fleet's replicas share one environment")
@@ -63,6 +67,9 @@ class Fleet:
         self.router = router
         self.view = view
         self.progress = progress
+        self.disagg = disagg
+        roles = disagg.roles if disagg is not None else ["mixed"] * len(replicas)
+        self.serving = [r for r, role in enumerate(roles) if role != "prefill"]
         times = replicas[0].arrival_s  # (every replica runs the same workload)
         self.total = len(times)
         self.replica_of = array("q", bytes(8 * self.total))  # every request is routed once
@@ -95,11 +102,17 @@ class Fleet:
             raise InvariantViolation(f"{self.num_done()} of {self.total} requests recorded")
 
     def num_done(self) -> int:
-        """Requests recorded by all replicas."""
-        return sum(engine.recorder.num_done for engine in self.replicas)
+        """Requests recorded by the replicas that serve them (prefill replicas record each
+        request's prefill, not the request)."""
+        replicas = self.replicas
+        return sum(replicas[r].recorder.num_done for r in self.serving)
 
     def horizon_s(self) -> float:
-        """The next arrival or follow-up release: no replica's state changes otherwise."""
+        """The next arrival or follow-up release: no replica's state changes otherwise (with
+        prefill replicas, the next event of any kind: a prefill's end or a transfer's reaches
+        a decode replica)."""
+        if self.disagg is not None:
+            return self.env.peek()
         releases, arrival = self._releases, self._arrivals.next_s
         return min(arrival, releases[0]) if releases else arrival
 
@@ -114,12 +127,14 @@ class Fleet:
         self._route(j, self.env.now)
 
     def _route(self, i: int, arrival_s: float) -> None:
-        r = self.router.choose(i, arrival_s, self.view)
-        if not 0 <= r < len(self.replicas):
-            raise InvariantViolation(f"router chose replica {r} of {len(self.replicas)}")
-        self.view.note_routed(r, i)
+        k = self.router.choose(i, arrival_s, self.view)
+        if not 0 <= k < self.view.size:
+            raise InvariantViolation(f"router chose replica {k} of {self.view.size}")
+        self.view.note_routed(k, i)
+        r = self.serving[k]
         self.replica_of[i] = r
-        self.replicas[r].deliver(i, arrival_s)
+        if self.disagg is None or not self.disagg.remote(i, r, arrival_s):
+            self.replicas[r].deliver(i, arrival_s)
         if self._activity is not None and not self._activity.triggered:
             self._activity.succeed()
 
@@ -133,6 +148,8 @@ class Fleet:
         tick = 0  # refreshes at tick × every, exactly those floats
         while True:
             self.view.refresh()
+            if self.disagg is not None:
+                self.disagg.view.refresh()
             if self.num_done() == self.total:
                 return
             if not any(engine.busy() for engine in self.replicas):

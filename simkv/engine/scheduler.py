@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sized
 from typing import Protocol
 
+from simkv.engine.handoff import PENDING, Handoff
 from simkv.engine.lazy import DecodeLane
 from simkv.engine.preemption_log import PreemptionLog
 from simkv.engine.queues import WaitingQueue
@@ -35,6 +36,8 @@ class KVMemory(Protocol):
 
 class Scheduler(Protocol):
     """One scheduling policy. Registered by its config ``kind``."""
+
+    handoff: Handoff | None  # a prefill or decode replica's KV hand-overs (engine.handoff)
 
     def add(self, seq: Seq, now: float) -> None: ...
     def schedule(self, now: float) -> StepPlan: ...
@@ -86,6 +89,7 @@ class SchedulerBase:
         self.filled: list[Seq] = []
         self.lane: DecodeLane | None = None  # the decode fast path (paged schedulers)
         self.preemption_log = PreemptionLog(recorder)
+        self.handoff: Handoff | None = None  # a prefill or decode replica's (engine.handoff)
 
     def add(self, seq: Seq, now: float) -> None:
         """A request arrived."""
@@ -212,8 +216,35 @@ class SchedulerBase:
     def _finish(self, seq: Seq, now: float) -> None:
         seq.status = Status.FINISHED
         seq.finish_s = now
-        self.kv.free(seq)
-        record_done(self.recorder, seq)
+        handoff = self.handoff
+        if handoff is None or not handoff.prefills:
+            self.kv.free(seq)
+            record_done(self.recorder, seq)
+        else:  # a prefill replica's request: its blocks are held until its KV is read
+            record_done(self.recorder, seq)
+            handoff.hold(seq, now)
+
+    def _admit_remote(self, seq: Seq, plan: StepPlan, now: float) -> int:
+        """Admit the waiting head ``seq`` whose prompt's KV comes from a prefill replica
+        (:mod:`simkv.engine.handoff`): reserve its blocks and start the transfer (0), or run
+        its last prompt token once the KV arrived (1, the tokens scheduled); -1 when its
+        blocks are short (admission stops, as for any request)."""
+        handoff = self.handoff
+        if handoff is None:
+            raise InvariantViolation(
+                f"{seq} was prefilled elsewhere, but this replica decodes none"
+            )
+        if seq.remote == PENDING:
+            if not handoff.reserve(seq, handoff.kv.prefix.cached_prefix(seq), now):
+                return -1
+            self.waiting.pop()
+            return 0
+        handoff.start(seq)
+        self.waiting.pop()
+        self.running.append(seq)
+        self._mark_scheduled(seq, now)
+        plan.add(seq, 1)
+        return 1
 
     def _reject(self, seq: Seq, reason: str, now: float) -> None:
         """Never admitted (e.g. it can never fit): counted, not crashed on."""

@@ -153,6 +153,11 @@ class TransferNet:
         finished, self._unreported = self._unreported, []
         return finished
 
+    def unreported(self) -> bool:
+        """Whether flows finished (as :meth:`start` moved the clock) that no
+        :meth:`advance` has returned yet."""
+        return bool(self._unreported)
+
     def active(self) -> int:
         """Flows in flight, in their latency or moving."""
         return len(self._flows)

@@ -34,10 +34,14 @@ REPLICA_COLUMNS = (
 """The figures of each replica's own summary in the per-replica table."""
 
 
-def combine(frames: list[RunFrames], replica_of: np.ndarray) -> RunFrames:
+def combine(
+    frames: list[RunFrames], replica_of: np.ndarray, serving: list[int] | None = None
+) -> RunFrames:
     """The fleet's frames from its replicas' (in replica order); ``replica_of[i]`` is request
-    ``i``'s replica."""
-    requests = pd.concat([f.requests for f in frames], ignore_index=True)
+    ``i``'s replica; ``serving``: the replicas whose requests rows are the fleet's (None:
+    all; a prefill replica's rows are its prefills, :mod:`simkv.metrics.disagg`)."""
+    own = frames if serving is None else [frames[r] for r in serving]
+    requests = pd.concat([f.requests for f in own], ignore_index=True)
     requests = requests.sort_values("req_id", kind="stable", ignore_index=True)
     requests["replica"] = replica_of[requests["req_id"].to_numpy()]
     steps = pd.concat([f.steps.assign(replica=r) for r, f in enumerate(frames)])
@@ -56,14 +60,17 @@ def _preemptions(frames: list[RunFrames]) -> pd.DataFrame | None:
     return rows.sort_values("time_s", kind="stable", ignore_index=True)
 
 
-def mean_outstanding(requests: pd.DataFrame, num_replicas: int) -> np.ndarray:
+def mean_outstanding(
+    requests: pd.DataFrame, num_replicas: int, duration_s: float | None = None
+) -> np.ndarray:
     """Each replica's time-averaged outstanding requests over the fleet's duration (first
-    arrival to last departure): Σ (leaving − arrival) / duration."""
+    arrival to last departure of ``requests``, or ``duration_s``): Σ (leaving − arrival) /
+    duration."""
     if len(requests) == 0:
         return np.zeros(num_replicas)
     left = requests["finish_s"].fillna(requests["arrival_s"]).to_numpy()
     arrived = requests["arrival_s"].to_numpy()
-    duration = float(left.max() - arrived.min())
+    duration = float(left.max() - arrived.min()) if duration_s is None else duration_s
     busy = np.bincount(
         requests["replica"].to_numpy(), weights=left - arrived, minlength=num_replicas
     )
@@ -85,9 +92,12 @@ def fleet_summary(
     labels: list[dict[str, object]],
     slo: SLOConfig,
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+    serving: list[int] | None = None,
 ) -> tuple[dict[str, float | None], pd.DataFrame]:
     """The fleet's summary and its per-replica table. ``capacities[r]``: replica ``r``'s KV
-    pool (blocks; slots for contiguous memory); ``labels[r]``: its group, GPU, TP."""
+    pool (blocks; slots for contiguous memory); ``labels[r]``: its group, GPU, TP;
+    ``serving``: as :func:`combine` (the load imbalance is theirs; a prefill replica's
+    ``routed`` and load count its prefills)."""
     per_row = np.asarray(capacities, dtype=np.float64)[combined.steps["replica"].to_numpy()]
     summary = summarize(combined, slo, per_row, percentiles)  # type: ignore[arg-type]
     summary["evictions"] = sum(
@@ -95,9 +105,14 @@ def fleet_summary(
     )
     n = len(frames)
     load = mean_outstanding(combined.requests, n)
-    summary["num_replicas"] = n
-    summary["outstanding_imbalance"], summary["outstanding_cv"] = imbalance(load)
     routed = np.bincount(combined.requests["replica"].to_numpy(), minlength=n)
+    served = range(n) if serving is None else serving
+    duration = summary.get("duration_s")
+    for r in sorted(set(range(n)) - set(served)):  # prefill replicas: their own rows
+        legs = frames[r].requests.assign(replica=0)
+        load[r], routed[r] = mean_outstanding(legs, 1, duration)[0], len(legs)
+    summary["num_replicas"] = n
+    summary["outstanding_imbalance"], summary["outstanding_cv"] = imbalance(load[list(served)])
     rows = []
     for r, f in enumerate(frames):
         own = summarize(f, slo, capacities[r], percentiles)

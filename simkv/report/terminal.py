@@ -55,6 +55,17 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("outstanding_imbalance", "Load imbalance (max/mean outstanding)"),
         ("outstanding_cv", "Load CV (outstanding requests)"),
     )),
+    ("Prefill/decode disaggregation", (
+        ("remote_prefill_frac", "Prefilled remotely (share)"),
+        ("kv_transfers", "KV transfers"), ("kv_transfer_bytes", "KV bytes moved"),
+        ("link_busy_frac", "Link busy (share of run, per NIC)"),
+        ("mean_ttft_prefill_queue_ms", "TTFT: prefill queue (ms, mean)"),
+        ("mean_ttft_prefill_ms", "TTFT: prefill (ms, mean)"),
+        ("mean_ttft_kv_wait_ms", "TTFT: wait for decode blocks (ms, mean)"),
+        ("mean_ttft_transfer_ms", "TTFT: KV transfer (ms, mean)"),
+        ("mean_ttft_decode_queue_ms", "TTFT: decode queue (ms, mean)"),
+        ("mean_ttft_decode_step_ms", "TTFT: first decode step (ms, mean)"),
+    )),
 )  # fmt: skip
 """(section title, ((summary key, label with unit), ...)) in print order."""
 LATENCIES = (("ttft", "Time to first token"), ("tpot", "Time per output token"),

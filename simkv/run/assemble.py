@@ -7,7 +7,7 @@ The run's random streams are named here and nowhere else (:class:`Stream`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from pathlib import Path
 
@@ -15,15 +15,18 @@ import numpy as np
 
 from simkv.config.sim import SimConfig
 from simkv.engine.costs import build_cost_model
+from simkv.engine.disagg import Disaggregation
 from simkv.engine.engine import Engine, Environment, ProgressFn
 from simkv.engine.fleet import Fleet
 from simkv.engine.fleet_view import FleetView
+from simkv.engine.handoff import Handoff
 from simkv.engine.intake import EngineLimits
 from simkv.engine.registry import build_scheduler
 from simkv.engine.routers import build_router
 from simkv.engine.sessions import Sessions
 from simkv.metrics.recorder import Recorder
 from simkv.run.inputs import GroupInputs, RunInputs
+from simkv.workload.request import Workload
 
 
 class Stream(IntEnum):
@@ -33,6 +36,7 @@ class Stream(IntEnum):
 
     BEAMS = 1  # vllm_v0's beam parents (every replica of a fleet has its own generator)
     ROUTER = 2  # a fleet router's draws (random, power-of-two choices, weighted)
+    PREFILL_ROUTER = 3  # the prefill router's of a disaggregated fleet
 
 
 def stream(cfg: SimConfig, which: Stream) -> np.random.Generator:
@@ -59,8 +63,11 @@ class Assembly:
         return self.replicas[0]
 
 
-def _engine(group: GroupInputs, inputs: RunInputs, base_dir: Path, **engine_args: object) -> Engine:
-    """One engine of ``group``; ``engine_args`` as :class:`Engine` takes them."""
+def _engine(
+    group: GroupInputs, workload: Workload, base_dir: Path, **engine_args: object
+) -> Engine:
+    """One engine of ``group`` serving ``workload``; ``engine_args`` as :class:`Engine`
+    takes them."""
     cfg, sizing = group.config, group.sizing
     cost = build_cost_model(
         cfg.cost_model, cfg.model, cfg.gpu, tensor_parallel=cfg.parallel.tensor_parallel,
@@ -70,7 +77,7 @@ def _engine(group: GroupInputs, inputs: RunInputs, base_dir: Path, **engine_args
     scheduler = build_scheduler(cfg, sizing, recorder, stream(cfg, Stream.BEAMS))
     caching = (cfg.kv_cache.prefix_caching or "none") != "none"
     limits = EngineLimits(cfg.model.max_model_len, sizing.block_size, content_keys=caching)
-    return Engine(inputs.workload, scheduler, cost, recorder, limits, **engine_args)  # type: ignore[arg-type]
+    return Engine(workload, scheduler, cost, recorder, limits, **engine_args)  # type: ignore[arg-type]
 
 
 def assemble(
@@ -89,16 +96,61 @@ def assemble(
     args = {"check_invariants": check_invariants, "fast_forward": fast_forward}
     if cfg.fleet is None:
         group = inputs.groups[0]
-        engine = _engine(group, inputs, base_dir, progress=progress, pull_arrivals=pull_arrivals,
-                         **args)  # fmt: skip
+        engine = _engine(group, inputs.workload, base_dir, progress=progress,
+                         pull_arrivals=pull_arrivals, **args)  # fmt: skip
         return Assembly(inputs, [engine], [group], None)
-    env, sessions = Environment(), Sessions(inputs.workload)
+    env, workload = Environment(), inputs.workload
+    sessions = Sessions(workload)
+    specs = [spec for spec in cfg.fleet.replicas for _ in range(spec.count)]
     group_of = [group for group in inputs.groups for _ in range(group.count)]
+    split = cfg.fleet.disaggregation is not None
+    legs = prefill_legs(workload) if split else workload  # what a prefill replica runs
     replicas = [
-        _engine(group, inputs, base_dir, pull_arrivals=False, env=env, sessions=sessions, **args)
-        for group in group_of
+        _engine(group, legs if spec.role == "prefill" else workload, base_dir,
+                pull_arrivals=False, env=env, sessions=sessions, **args)
+        for group, spec in zip(group_of, specs, strict=True)
+    ]  # fmt: skip
+    staleness_s = cfg.fleet.staleness_ms / 1e3
+    serving = [
+        engine for engine, spec in zip(replicas, specs, strict=True) if spec.role != "prefill"
     ]
-    router = build_router(cfg.fleet.router, stream(cfg, Stream.ROUTER), inputs.workload)
-    view = FleetView(replicas, inputs.workload, cfg.fleet.staleness_ms / 1e3)
-    fleet = Fleet(replicas, router, view, sessions, progress=progress)
+    router = build_router(cfg.fleet.router, stream(cfg, Stream.ROUTER), workload)
+    view = FleetView(serving, workload, staleness_s)
+    disagg = None
+    if split:
+        disagg = _disaggregation(cfg, env, replicas, group_of, [s.role for s in specs], legs)
+    fleet = Fleet(replicas, router, view, sessions, progress=progress, disagg=disagg)
     return Assembly(inputs, replicas, group_of, fleet)
+
+
+def prefill_legs(workload: Workload) -> Workload:
+    """The workload a prefill replica runs: every request with one output token (the
+    proxy's ``max_tokens=1``) and no sessions (its requests follow none)."""
+    ones = np.ones(len(workload), dtype=np.int64)
+    return replace(workload, output_tokens=ones, session_id=None, turn=None, think_s=None)
+
+
+def _disaggregation(
+    cfg: SimConfig, env: Environment, replicas: list[Engine], group_of: list[GroupInputs],
+    roles: list[str], legs: Workload,
+) -> Disaggregation:  # fmt: skip
+    """The prefill/decode side of a fleet, and each prefill or decode replica's hand-offs."""
+    disagg_cfg = cfg.fleet.disaggregation  # type: ignore[union-attr]
+    if disagg_cfg is None:
+        raise ValueError("a fleet without disaggregation has no prefill/decode side")
+    prefill = [engine for engine, role in zip(replicas, roles, strict=True) if role == "prefill"]
+    model = group_of[roles.index("prefill")].config.model
+    disagg = Disaggregation(
+        disagg_cfg, env, replicas, roles,
+        build_router(disagg_cfg.prefill_router, stream(cfg, Stream.PREFILL_ROUTER), legs),
+        FleetView(prefill, legs, cfg.fleet.staleness_ms / 1e3),  # type: ignore[union-attr]
+        legs, kv_bytes_per_token=model.kv_bytes_per_token, max_model_len=model.max_model_len,
+        gpus=[group.config.parallel.tensor_parallel for group in group_of],
+    )  # fmt: skip
+    for r, (engine, role) in enumerate(zip(replicas, roles, strict=True)):
+        if role != "mixed":
+            sched = engine.scheduler
+            kv = sched.kv  # type: ignore[attr-defined]
+            handoff = Handoff(kv, sched.waiting, disagg, r, prefills=role == "prefill")  # type: ignore[attr-defined]
+            sched.handoff = disagg.handoffs[r] = handoff
+    return disagg

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,7 @@ import pandas as pd
 from simkv.config.sim import SimConfig, dump_resolved
 from simkv.engine.capacity import KVSizing
 from simkv.engine.engine import ProgressFn
+from simkv.metrics.disagg import disagg_summary, with_paths
 from simkv.metrics.files import FrameFormat, write_frames
 from simkv.metrics.fleet import combine, fleet_summary
 from simkv.metrics.latency import request_latencies
@@ -114,14 +115,28 @@ def outputs(
         summary.update(utilisation_summary(utilisation(frames, computes)))
         return RunOutput(cfg, first.sizing, frames, summary, wall_s)
     each = [engine.recorder.frames() for engine in run.replicas]
-    combined = combine(each, np.frombuffer(run.fleet.replica_of, dtype=np.int64))
+    disagg = run.fleet.disagg
+    serving = None if disagg is None else run.fleet.serving
+    combined = combine(each, np.frombuffer(run.fleet.replica_of, dtype=np.int64), serving)
+    if disagg is not None:
+        requests = with_paths(combined.requests, each, disagg.columns())
+        combined = replace(combined, requests=requests)
     capacities = [usage_capacity(group.config, group.sizing) for group in run.group_of]
+    labels = _labels(run)
     summary, replicas = fleet_summary(
-        each, combined, capacities, _labels(run), cfg.slo, percentiles
+        each, combined, capacities, labels, cfg.slo, percentiles, serving
     )
     used = utilisation(combined, computes)
     summary.update(utilisation_summary(used))
     replicas = replicas.assign(busy_frac=used.busy_frac, mfu_frac=used.mfu_frac)
+    if disagg is not None:
+        net = disagg.net
+        summary.update(disagg_summary(
+            combined.requests, [*net.egress_busy_s, *net.ingress_busy_s], summary["duration_s"]
+        ))  # fmt: skip
+        replicas = replicas.assign(
+            role=disagg.roles, kv_bytes_out=net.sent_bytes, kv_bytes_in=net.received_bytes
+        )
     return RunOutput(cfg, first.sizing, combined, summary, wall_s, replicas=replicas)
 
 

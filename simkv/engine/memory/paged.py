@@ -163,6 +163,29 @@ class PagedKV:
             raise InvariantViolation(f"{seq}: blocks counted free for its admission were not")
         return True
 
+    def reserve_remote(self, seq: Seq, hits: list[BlockId]) -> bool:
+        """Blocks for all of a waiting ``seq``'s tokens, its cached ``hits`` first, whose KV
+        another replica will send (:meth:`receive`); False (nothing changed) if short. The
+        blocks are registered with the prefix cache only once received (vLLM 0.11's
+        ``allocate_slots`` with ``delay_cache_blocks`` for an asynchronous KV load)."""
+        on, self.cache_on_alloc = self.cache_on_alloc, False
+        try:
+            fits = self.allocate_with_prefix(
+                seq, hits, seq.num_tokens - len(hits) * self.block_size
+            )
+        finally:
+            self.cache_on_alloc = on
+        return fits  # (table.length counts the reserved slots until the request runs)
+
+    def receive(self, seq: Seq) -> None:
+        """The KV of a reserved ``seq`` (:meth:`reserve_remote`) arrived: every token but the
+        last is computed, as vLLM's ``Scheduler._update_waiting_for_remote_kv`` leaves a full
+        prompt to recompute its last token; its full blocks join the prefix cache."""
+        computed = seq.num_tokens - 1
+        self.sums.computed(computed - seq.num_computed)
+        seq.num_computed = computed
+        self.prefix.register(seq, computed)
+
     def grow_decodes(self, seqs: list[Seq], blocks: list[BlockId]) -> bool:
         """Append one just-allocated block to each of ``seqs`` (in order): decodes whose
         tables are full up to a block boundary (decode-lane members: their ``table.length``

@@ -64,6 +64,7 @@ class Seq:
         "prompt_tokens",
         "reason",
         "recomputed_tokens",
+        "remote",
         "req_id",
         "reserved_slots",
         "status",
@@ -114,6 +115,7 @@ class Seq:
         self.ff_tick = 0  # the cohort tick its counters are stored as of, while lazy
         # end_tick (set when it joins a cohort): the cohort tick of its last token, while lazy
         self.order = 0  # cohort join stamp (running order among members)
+        self.remote = 0  # its prompt's KV comes from a prefill replica (simkv.engine.handoff)
 
     def __repr__(self) -> str:
         return (

@@ -298,6 +298,12 @@ class VllmV1Scheduler(SchedulerBase):
                 break  # the same allocation as last time, with no more blocks free
             if held and held.still_held(seq):
                 break
+            if seq.remote:  # prefilled on another replica (simkv.engine.handoff)
+                taken = self._admit_remote(seq, plan, now)
+                if taken < 0:
+                    break
+                budget -= taken
+                continue
             hits = prefix.cached_prefix(seq)
             num_new = seq.num_tokens - len(hits) * bs
             if 0 < threshold < num_new:
@@ -334,4 +340,5 @@ class VllmV1Scheduler(SchedulerBase):
             budget -= num_new
 
     def _check(self) -> None:
-        self.kv.check(self.running)
+        handoff = self.handoff
+        self.kv.check(self.running if handoff is None else [*self.running, *handoff.resident()])
