@@ -61,3 +61,46 @@ def test_bad_input_is_one_located_line(tmp_path: Path, item: str, place: str, wo
     line = one_error(["run", str(CONFIG), "--set", item, "--out", str(tmp_path / "o")], place)
     assert words in line
     assert not (tmp_path / "o").exists()
+
+
+def test_capacity_searches_every_split_of_the_gpus_beside_colocated(tmp_path: Path) -> None:
+    out = tmp_path / "splits"
+    args = ["capacity", str(CONFIG), "--gpus", "3", "--set", "workload.num_requests=150",
+            "--rate-min", "2", "--rate-max", "60", "--tolerance", "0.2",
+            "--out", str(out)]  # fmt: skip
+    output = succeeds(args)
+    record = json.loads((out / "splits.json").read_text())
+    names = [row["name"] for row in record["splits"]]
+    assert names == ["p1-d2", "p2-d1", "colocated-3"]
+    assert [row["gpus"] for row in record["splits"]] == [3, 3, 3]
+    for row in record["splits"]:  # each split is a rate search of its own, with its report
+        capacity = json.loads((out / row["name"] / "capacity.json").read_text())
+        assert capacity["answer_rate"] == row["answer_rate"]
+        assert row["goodput_per_gpu"] == pytest.approx(row["answer_rate"] / row["gpus"])
+        assert (out / row["name"] / "report.html").exists()
+    colocated = json.loads((out / "colocated-3" / "capacity.json").read_text())
+    assert "fleet.disaggregation=null" in colocated["set"]
+    rates = {row["name"]: row["goodput_per_gpu"] for row in record["splits"]}
+    assert record["best"] == max(rates, key=lambda name: (rates[name], -names.index(name)))
+    assert f"answer: {record['best']}" in output
+
+
+@pytest.mark.parametrize(
+    ("args", "place", "words"),
+    [
+        (
+            [str(CONFIG.parent / "quickstart.yaml"), "--gpus", "4"],
+            "--gpus",
+            "one prefill and one decode",
+        ),
+        ([str(CONFIG), "--gpus", "1"], "--gpus", "expected 2..256 GPUs"),
+        ([str(CONFIG), "--gpus", "4", "--at-rate", "10"], "--gpus", "drop it with --at-rate"),
+        ([str(CONFIG), "--gpus", "4", "--count-max", "9"], "--count-max", "give --at-rate"),
+    ],
+)
+def test_bad_split_searches_are_one_line(
+    tmp_path: Path, args: list[str], place: str, words: str
+) -> None:
+    line = one_error(["capacity", *args, "--out", str(tmp_path / "o")], place)
+    assert words in line
+    assert not (tmp_path / "o").exists()

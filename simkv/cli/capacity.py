@@ -69,11 +69,18 @@ def capacity(
         Path | None,
         typer.Option(help="YAML of priced GPU/TP options: the cheapest fleet (--at-rate)."),
     ] = None,
+    gpus: Annotated[
+        int | None,
+        typer.Option(
+            help="Instead: the prefill:decode split of this many GPUs (a config with "
+            "prefill and decode groups) with the most goodput per GPU, and colocated."
+        ),
+    ] = None,
     force: ForceOption = False,
 ) -> None:
     """Find the highest offered rate meeting the config's SLOs (p99 of each set objective);
     with --at-rate, the fewest replicas meeting them at that rate; with --options too, the
-    cheapest fleet among the options."""
+    cheapest fleet among the options; with --gpus, the best prefill:decode split."""
     from simkv.capacity.run import CapacityOptions, check_min_good, find_capacity
     from simkv.capacity.search import expected_simulations
     from simkv.outputs import Kind, new_output
@@ -109,17 +116,18 @@ def capacity(
 
             curve_capacity(ctx, config, set_ or [], counts, rates, options, out, force)
         return
+    opts = CapacityOptions(
+        rate_min=rate_min, rate_max=rate_max, tolerance=tolerance, per_round=per_round, **runs
+    )
+    if gpus is not None:
+        from simkv.cli.split_capacity import split_capacity
+
+        split_capacity(ctx, config, set_ or [], opts, gpus, out, force)
+        return
     with input_errors(ctx):
         check_min_good(min_good)
         name = load_config(config, set_ or []).name
         out_dir = out or Path("reports") / f"{name}-capacity"
-        opts = CapacityOptions(
-            rate_min=rate_min,
-            rate_max=rate_max,
-            tolerance=tolerance,
-            per_round=per_round,
-            **runs,
-        )
         total = expected_simulations(rate_min, rate_max, tolerance, per_round)
         try:
             with (
@@ -167,6 +175,8 @@ RATE_ONLY = ("rate_min", "rate_max", "tolerance")
 """Options of the rate search alone."""
 COUNT_ONLY = ("count_min", "count_max", "options")
 """Options of the replica-count search (``--at-rate``) alone."""
+SPLIT_ONLY = ("gpus",)
+"""Options of the prefill:decode split search alone (never with ``--at-rate``)."""
 
 
 def _check_mode(ctx: typer.Context, counting: bool) -> None:
@@ -174,7 +184,7 @@ def _check_mode(ctx: typer.Context, counting: bool) -> None:
     would ignore (a rate bound with ``--at-rate``, a count bound or options without it)."""
     from simkv.errors import InputError
 
-    for name in COUNT_ONLY if not counting else RATE_ONLY:
+    for name in COUNT_ONLY if not counting else (*RATE_ONLY, *SPLIT_ONLY):
         source = ctx.get_parameter_source(name)  # typer's click, compared by name
         if source is not None and source.name == "COMMANDLINE":
             flag = "--" + name.replace("_", "-")
