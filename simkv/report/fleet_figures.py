@@ -7,7 +7,9 @@ steps' duration-weighted means, carried forward over bins where it ran no step. 
 :data:`MAX_LINES` replicas get a line each; beyond, the figure draws the fleet's min, median
 and max per bin (one line each), so the legend stays readable. The routing bars are labelled
 with each replica's number, group and GPU (``r0 · h100`` over ``h100-80gb TP1``) up to
-:data:`MAX_LINES` replicas. Figures follow :mod:`simkv.report.conventions`.
+:data:`MAX_LINES` replicas; a disaggregated fleet's names add a replica's role when its group
+is not named so (``r0 · fast (prefill)``), and its bars are coloured by role
+(:data:`ROLE_COLORS`). Figures follow :mod:`simkv.report.conventions`.
 """
 
 from __future__ import annotations
@@ -110,8 +112,9 @@ def routing_figure(replicas: pd.DataFrame) -> cv.Drawn:
     fig = Figure(figsize=(10.4, height))
     bottom = cv.MARGINS_IN["bottom"] + (NAME_LINE_IN if named else 0)
     axes = cv.place_panels(fig, len(panels), bottom_in=bottom)
+    colors = _role_colors(replicas)
     for ax, (quantity, unit, values) in zip(axes, panels, strict=True):
-        ax.bar(x, values, width=0.6, color="tab:blue")
+        ax.bar(x, values, width=0.6, color=colors)
         cv.tidy_axes(ax)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=cv.MAX_TICKS - 1, integer=True))
         ax.set_ylabel(cv.axis_label(quantity, unit))
@@ -122,6 +125,15 @@ def routing_figure(replicas: pd.DataFrame) -> cv.Drawn:
     return cv.Drawn(fig, tuple(notes))
 
 
+def _role_colors(replicas: pd.DataFrame) -> str | list[str]:
+    """Bar colours: one per replica by its role (a disaggregated fleet), else one for all."""
+    if "role" not in replicas.columns:
+        return "tab:blue"
+    return [ROLE_COLORS.get(str(role), "tab:gray") for role in replicas["role"]]
+
+
+ROLE_COLORS = {"prefill": "tab:orange", "decode": "tab:blue", "mixed": "tab:green"}
+"""Bar colours of a disaggregated fleet's roles."""
 NAME_LINE_IN = 0.18
 """Height (inches) of the second line of a bar's label (its GPU)."""
 

@@ -38,8 +38,9 @@ from simkv.report.blocks import (
 from simkv.report.cache_figures import hit_split, prefix_cache_figure
 from simkv.report.compare_runs import render_comparison_report
 from simkv.report.conventions import Drawn, format_ms
+from simkv.report.disagg_figures import disagg_cards, disagg_figure_blocks
 from simkv.report.distribution_figures import distribution_blocks
-from simkv.report.replica_table import HEADERS, replica_rows
+from simkv.report.replica_table import replica_headers, replica_rows
 from simkv.report.run_folder import RunFolder, load_run
 from simkv.report.verdict import verdict_lines
 
@@ -99,6 +100,7 @@ def summary_cards(run: RunFolder) -> list[Card]:
         Card("card-aborted", "Aborted", (("", format_value(s("aborted"))),)),
         *_cache_cards(run),
         *_fleet_cards(run),
+        *disagg_cards(run),
     ]
 
 
@@ -198,6 +200,7 @@ def run_figures(run: RunFolder) -> list[FigureBlock]:
         ),
         *_cache_figures(run, binned, steps),
         *_fleet_figures(run),
+        *disagg_figure_blocks(run, coarse),
     ]  # fmt: skip
 
 
@@ -217,7 +220,8 @@ def _fleet_figures(run: RunFolder) -> list[FigureBlock]:
             "fig-fleet-routing", "Fleet: routing and load per replica",
             "Requests the router sent to each replica, its time-averaged outstanding requests "
             "(summary outstanding_imbalance is their max/mean) and its prefix-cache hit rate "
-            "(prompt tokens cached at first admission).",
+            "(prompt tokens cached at first admission)."
+            + (" Bars by role: prefill orange, decode blue." if "role" in run.replicas else ""),
             ff.routing_figure(run.replicas),
         ),
     ]  # fmt: skip
@@ -254,10 +258,11 @@ def render_run_report(run_dir: Path) -> str:
         verdict=marked_verdict(
             verdict_lines(run.summary, run.config.get("slo") or {}), run.summary
         ),
-        replica_headers=HEADERS,
+        replica_headers=replica_headers(run.replicas),
         replica_rows=(
             [] if run.replicas is None else replica_rows(run.frames.requests, run.replicas)
         ),
+        roles=run.replicas is not None and "role" in run.replicas.columns,
         figures=figure_blocks,
         distributions=distributions,
         config_text=run.config_text,

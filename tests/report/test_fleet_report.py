@@ -123,3 +123,11 @@ def test_the_per_replica_table_is_computed_from_the_requests(run_dir: Path) -> N
     html = render_run_report(run_dir)
     table = html[html.index('<table id="replica-table">') :]
     assert "<th>p99 TTFT</th>" in table and '<td class="num">' + rows[1].cells[2] in table
+
+
+def test_a_fleet_without_disaggregation_has_no_prefill_decode_section(run_dir: Path) -> None:
+    page = render_run_report(run_dir)
+    absent = ("fig-pd-", "card-remote-prefill", "card-kv-moved", "card-link-busy",
+              "Prefill/decode", "<th>role</th>", "<th>KV moved</th>", "Bars by role")  # fmt: skip
+    assert [text for text in absent if text in page] == []
+    assert "fig-fleet-routing" in page and '<table id="replica-table">' in page
