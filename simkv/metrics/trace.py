@@ -20,6 +20,11 @@ microseconds from 0 (``ts``, ``dur``). Two processes:
   preempted requests (``preemption``) or swapped blocks out or in (``swap out`` / ``swap in``),
   with the count in ``args`` (at most :data:`MAX_MARKERS`, the earliest).
 
+* ``KV transfers`` (pid 3), in a disaggregated fleet's trace only (its requests frame has
+  ``prefill_replica``): tracks per decode replica holding each remotely prefilled request's
+  ``kv held r<id>`` and ``kv transfer r<id>`` spans (:mod:`simkv.metrics.trace_transfers`),
+  for the requests given request tracks; ``otherData.kv_transfers`` counts them.
+
 A :class:`TraceWindow` keeps only what overlaps ``[from_s, to_s]`` (steps, markers, and the
 requests present then) and at most ``limit`` request tracks.
 
@@ -43,6 +48,7 @@ import pandas as pd
 from simkv.metrics.files import frame_path, read_frames
 from simkv.metrics.recorder import RunFrames
 from simkv.metrics.spans import NONE, Phase, by_request, request_phases
+from simkv.metrics.trace_transfers import transfer_events
 from simkv.outputs import write_file
 
 TRACE_FILE = "trace.json"
@@ -232,6 +238,11 @@ def trace_document(frames: RunFrames, window: TraceWindow | None = None) -> dict
              "requests_left_out": max(0, len(present) - window.limit),
              "window_s": [window.from_s, window.to_s],
              "preempted_spans": "unsplit" if frames.preemptions is None else "split"}  # fmt: skip
+    if "prefill_replica" in present.columns:  # a disaggregated fleet: its KV transfers
+        transfers, other["kv_transfers"] = transfer_events(
+            present, window.limit, window.from_s, window.to_s
+        )
+        requests += transfers
     return {"traceEvents": steps + requests, "displayTimeUnit": "ms", "otherData": other}
 
 
