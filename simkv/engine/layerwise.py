@@ -76,12 +76,17 @@ class LayerFeed:
         return self.kv_bytes_per_token * max(0, hi - max(lo, skip))
 
     def _rate(self, i: int, ramp: _Ramp) -> float:
-        return self.ramp_share * self._bytes(i, ramp.lo, ramp.hi) / (ramp.end_s - ramp.start_s)
+        """Bytes/s released over the step (none in a step that takes no time)."""
+        duration_s = ramp.end_s - ramp.start_s
+        if duration_s <= 0:
+            return 0.0
+        return self.ramp_share * self._bytes(i, ramp.lo, ramp.hi) / duration_s
 
     def started(self, plan: StepPlan, start_s: float, end_s: float) -> None:
         """A prefill replica's step runs from ``start_s`` to ``end_s``."""
-        if not end_s > start_s:
+        if not end_s >= start_s:
             raise InvariantViolation(f"a prefill step from {start_s} s to {end_s} s")
+        released = False
         for seq, num_new in zip(plan.seqs, plan.num_new, strict=True):
             i, lo = seq.req_id, seq.num_computed
             before = self._made.get(i, 0)
@@ -91,11 +96,16 @@ class LayerFeed:
                 ramp = self._ramps[i] = _Ramp(made, lo + num_new, start_s, end_s)
             if i in self._flows:
                 rate = self._rate(i, ramp) if ramp is not None else 0.0
-                self.net.release(i, start_s, self._bytes(i, before, made), rate)
-        self._changed()
+                nbytes = self._bytes(i, before, made)
+                if nbytes or rate:
+                    self.net.release(i, start_s, nbytes, rate)
+                    released = True
+        if released:
+            self._changed()
 
     def ended(self, plan: StepPlan, now: float) -> None:
         """The step :meth:`started` gave ended at ``now``: every layer of it is done."""
+        released = False
         for seq in plan.seqs:
             i = seq.req_id
             ramp = self._ramps.pop(i, None)
@@ -109,7 +119,9 @@ class LayerFeed:
                 target = self.kv_bytes_per_token * (positions - max(made, skip))
                 held = self.net.held_bytes(i, now)
                 self.net.release(i, now, max(0.0, held - target))
-        self._changed()
+                released = True
+        if released:
+            self._changed()
 
     def start(self, i: int, src: int, dst: int, skip: int, positions: int, now: float) -> None:
         """Start flow ``i`` (positions ``[skip, positions)`` from ``src`` to ``dst``) at

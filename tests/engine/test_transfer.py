@@ -299,3 +299,65 @@ def test_releases_that_break_the_rules_raise() -> None:
     net.release(0, 2.0, 0, rate_bps=1.0)
     with pytest.raises(InvariantViolation, match="more bytes than it held"):
         net.release(0, 8.0, 0)  # 6 s at 1 B/s would have released 6 of the 5 bytes
+
+
+RELEASED = st.tuples(
+    st.integers(0, 3),  # src (mod replicas)
+    st.integers(0, 3),  # dst (mod replicas)
+    st.integers(1, 10**9),  # bytes
+    st.floats(0.01, 1),  # share held back at the start
+    st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0.01, 2)), max_size=4),
+)  # each release: (share of the held bytes at once, share released at a rate, seconds)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    replicas=st.integers(1, 4),
+    nics=st.lists(st.tuples(NICS, NICS), min_size=4, max_size=4),
+    flows=st.lists(RELEASED, min_size=1, max_size=8),
+)
+def test_random_releases_finish_every_flow_once_after_its_last_release(
+    replicas: int,
+    nics: list[tuple[float, float]],
+    flows: list[tuple[int, int, int, float, list[tuple[float, float, float]]]],
+) -> None:
+    # every flow starts at 0 with part of its bytes held back; its releases (at once, then
+    # at a rate until the next) never exceed what it holds, and at its end it releases the
+    # rest (as simkv.engine.layerwise does at a prefill's end)
+    egress = [e for e, _ in nics[:replicas]]
+    ingress = [i for _, i in nics[:replicas]]
+    net = TransferNet(egress, ingress)
+    ops: list[tuple[float, int, float, float]] = []  # (time, flow, bytes at once, rate)
+    last_s: dict[int, float] = {}
+    for k, (src, dst, nbytes, held_share, releases) in enumerate(flows):
+        held = held_share * nbytes
+        net.start(k, src % replicas, dst % replicas, nbytes, 0.0, 0.0, held_back=held)
+        t = 0.0
+        for now_share, rate_share, span_s in releases:
+            at_once = now_share * held / 2
+            rate = rate_share * (held - at_once) / 2 / span_s
+            ops.append((t, k, at_once, rate))
+            held -= at_once + rate * span_s
+            t += span_s
+        ops.append((t, k, -1.0, 0.0))  # -1: the rest
+        last_s[k] = t
+    ops.sort()
+    finished: dict[int, float] = {}
+    for _ in range(20 * len(ops) + 10):
+        t = min(net.next_event_s(), ops[0][0] if ops else math.inf)
+        for flow_id in net.advance(t):
+            assert flow_id not in finished
+            finished[flow_id] = t
+        while ops and ops[0][0] <= t:
+            _, k, at_once, rate = ops.pop(0)
+            rest = net.held_bytes(k, t)
+            net.release(k, t, rest if at_once < 0 else min(at_once, rest), rate)
+        net.check()
+        if not ops and net.active() == 0:
+            break
+    assert sorted(finished) == list(range(len(flows)))
+    for k, (src, _, nbytes, _, _) in enumerate(flows):
+        assert finished[k] >= last_s[k]
+        assert finished[k] >= nbytes / egress[src % replicas] * (1 - 1e-9) - 1e-6
+    total = sum(f[2] for f in flows)
+    assert sum(net.sent_bytes) == sum(net.received_bytes) == total
