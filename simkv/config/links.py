@@ -5,9 +5,17 @@ overrides (``link: {kind: ib_ndr, gb_per_s: 40}``). Every preset is one GPU's sh
 one direction: ``gb_per_s`` in GB/s (10^9 B/s), ``latency_us`` in µs, and a ``source`` saying
 where each number comes from; a number no spec sheet or measurement gives is marked an estimate.
 
-Transfers are store-and-forward: a block of KV leaves the sender only once it is complete, then
-takes ``latency + bytes / bandwidth`` (:mod:`simkv.engine.transfer` shares the bandwidth among
-concurrent transfers).
+``mode`` says when KV may leave the prefill replica (:mod:`simkv.engine.transfer` shares the
+bandwidth among concurrent transfers either way):
+
+* ``store_and_forward`` (default, vLLM's ``NixlConnector``): the decode replica gets the request
+  when its prefill has ended; once it reserved blocks the whole KV crosses, ``latency + bytes /
+  bandwidth``;
+* ``layerwise`` (Mooncake, SGLang's P/D mode, LMCache's layer-wise pipelining): the decode
+  replica gets the request at routing time and reserves first; the prefill pushes each layer's
+  KV as soon as it is computed (transfer of layer l overlaps the compute of layer l + 1), so a
+  hand-over ends ``max(prefill end + one layer's bytes / bandwidth, reservation + bytes /
+  bandwidth) + latency`` when alone on its NICs (:mod:`simkv.engine.layerwise`).
 """
 
 from __future__ import annotations
@@ -108,12 +116,14 @@ LINK_PRESETS: Mapping[str, LinkPreset] = MappingProxyType(
 
 class LinkConfig(Frozen):
     """The link between two replicas: a preset ``kind``, optionally with its bandwidth or
-    latency replaced. Invariant: ``kind`` names a preset of :data:`LINK_PRESETS`."""
+    latency replaced, and the transfer ``mode`` (module docstring: ``store_and_forward`` or
+    ``layerwise``, layer by layer). Invariant: ``kind`` names a preset of
+    :data:`LINK_PRESETS`."""
 
     kind: str
     gb_per_s: Gbps | None = None
     latency_us: LatencyUs | None = None
-    mode: Literal["store_and_forward"] = "store_and_forward"
+    mode: Literal["store_and_forward", "layerwise"] = "store_and_forward"
 
     @model_validator(mode="before")
     @classmethod
@@ -165,4 +175,5 @@ class LinkConfig(Frozen):
             for label, value in (("bandwidth", self.gb_per_s), ("latency", self.latency_us))
             if value is not None
         ]
+        line = f"{line}, layer by layer" if self.mode == "layerwise" else line
         return f"{line} ({' and '.join(changed)} set in config)" if changed else line

@@ -21,6 +21,11 @@ The path of a request (vLLM's P/D serving: its ``NixlConnector`` behind a proxy,
 
 One SimPy event per change of the transfers in flight, none per token. The times of each
 step of the path are kept per request (:meth:`Disaggregation.columns`).
+
+With ``link: {mode: layerwise}`` (:mod:`simkv.engine.layerwise`) the decode replica gets the
+request at routing time (step 1), so it may reserve its blocks and start the transfer before
+or while the prompt is prefilled; the prefill replica's steps release the KV layer by layer,
+and the transfer lands its latency after its last byte left.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from simkv.config.fleet import DisaggregationConfig
 from simkv.engine.engine import Engine, Environment
 from simkv.engine.fleet_view import FleetView
 from simkv.engine.handoff import Handoff
+from simkv.engine.layerwise import LayerFeed
 from simkv.engine.request.seq import Seq
 from simkv.engine.routers import Router
 from simkv.engine.transfer import TransferNet
@@ -63,6 +69,7 @@ class Disaggregation:
         kv_bytes_per_token: int,
         max_model_len: int,
         gpus: list[int],
+        num_layers: int,
     ) -> None:
         self.cfg = cfg
         self.env = env
@@ -88,6 +95,9 @@ class Disaggregation:
         nics = [g * link.bandwidth_bytes_per_s for g in gpus]
         self.net = TransferNet(nics, nics)
         self._tick = 0  # the transfers' pending event (older ones are stale)
+        self.layers: LayerFeed | None = None  # layer-wise hand-overs (else store-and-forward)
+        if link.mode == "layerwise":
+            self.layers = LayerFeed(self.net, kv_bytes_per_token, num_layers, self._next_event)
 
     def remote(self, i: int, r: int, now: float) -> bool:
         """Request ``i``, routed to replica ``r`` at ``now``: prefill it on a prefill
@@ -111,6 +121,8 @@ class Disaggregation:
         p = self.prefill_ids[k]
         self.prefill_of[i], self.decode_of[i] = p, r
         self.replicas[p].deliver(i, now)
+        if self.layers is not None:  # its decode replica may reserve blocks at once
+            self.replicas[r].deliver_prefilled(i, now)
         return True
 
     def prefilled(self, replica: int, seq: Seq, now: float) -> None:
@@ -119,7 +131,8 @@ class Disaggregation:
         if self.prefill_of[i] != replica or not math.isnan(self.handed_s[i]):
             raise InvariantViolation(f"request {i} prefilled twice or on the wrong replica")
         self.handed_s[i] = now
-        self.replicas[self.decode_of[i]].deliver_prefilled(i, seq.arrival_s)
+        if self.layers is None:
+            self.replicas[self.decode_of[i]].deliver_prefilled(i, seq.arrival_s)
 
     def reserved(self, replica: int, seq: Seq, tokens: int, now: float) -> None:
         """Decode replica ``replica`` holds blocks for ``tokens`` tokens of ``seq``: send."""
@@ -128,7 +141,11 @@ class Disaggregation:
             raise InvariantViolation(f"request {i} reserved twice or on the wrong replica")
         nbytes = tokens * self.kv_bytes_per_token
         self.sent_s[i], self.nbytes[i] = now, nbytes
-        self.net.start(i, self.prefill_of[i], replica, nbytes, now, self.latency_s)
+        if self.layers is None:
+            self.net.start(i, self.prefill_of[i], replica, nbytes, now, self.latency_s)
+        else:
+            skip = seq.num_tokens - tokens
+            self.layers.start(i, self.prefill_of[i], replica, skip, seq.num_tokens, now)
         self._next_event()
 
     def _next_event(self) -> None:
@@ -144,12 +161,24 @@ class Disaggregation:
         if tick != self._tick:
             return  # superseded by a later change
         now = self.env.now
-        self._arrive(self.net.advance(now), now)
+        done = self.net.advance(now)
+        if self.layers is None:
+            self._arrive(done, now)
+        else:  # each lands its latency after its last byte left
+            for i in done:
+                self.layers.finished(i)
+                event = self.env.timeout_at(now + self.latency_s)
+                event.callbacks.append(partial(self._land, i))
         self._next_event()
+
+    def _land(self, i: int, _event: object) -> None:
+        self._arrive([i], self.env.now)
 
     def _arrive(self, done: list[int], now: float) -> None:
         """The transfers of ``done`` ended at ``now``: free the prefill side, run the decode."""
         for i in done:
+            if math.isnan(self.handed_s[i]):
+                raise InvariantViolation(f"request {i}'s KV arrived before its prefill ended")
             self.arrived_s[i] = now
             p, d = self.prefill_of[i], self.decode_of[i]
             self._handoff(p).release(i)

@@ -59,6 +59,14 @@ class FleetHooks(Protocol):
         without the scheduler: other replicas' steps cannot change this one)."""
 
 
+class StepHooks(Protocol):
+    """Told of each step a prefill replica runs (:mod:`simkv.engine.layerwise`)."""
+
+    def started(self, plan: StepPlan, start_s: float, end_s: float) -> None: ...
+
+    def ended(self, plan: StepPlan, now: float) -> None: ...
+
+
 class Environment(simpy.Environment):
     """SimPy's environment with a timeout that ends exactly at a given time."""
 
@@ -121,6 +129,7 @@ class Engine:
         self._wake: simpy.Event | None = None
         self.fleet: FleetHooks | None = None  # set by the fleet this engine is a replica of
         self._prefilled: set[int] = set()  # delivered requests prefilled on another replica
+        self.step_hooks: StepHooks | None = None  # a prefill replica's, layer-wise hand-overs
 
     def run(self) -> None:
         """Simulate until every request has finished, been rejected or been aborted.
@@ -263,7 +272,12 @@ class Engine:
                 duration += cost.swap_time_s(plan.swap_in_blocks + plan.swap_out_blocks)
             if plan.copy_blocks:
                 duration += cost.copy_time_s(plan.copy_blocks)
+            hooks = self.step_hooks
+            if hooks is not None:
+                hooks.started(plan, start, start + duration)
             yield timeout(env, duration)
+            if hooks is not None:
+                hooks.ended(plan, env.now)
             self._resume += 1
             if plan.cohort:
                 self.fast_forward_steps += 1

@@ -5,10 +5,11 @@ A prefill replica runs each request it gets as a one-token request (the proxy's
 ``max_tokens=1`` with ``do_remote_decode``); when it finishes, its blocks are not freed but
 *held* (the connector's ``request_finished`` delays the free) until the decode side has read
 them (:meth:`Handoff.release`). A decode replica gets the request once its prefill finished
-(``do_remote_prefill``): when its scheduler reaches the request in the waiting queue it
-reserves blocks for the whole prompt beyond its own cached prefix (``allocate_slots`` for the
-external tokens, the request set aside as ``WAITING_FOR_REMOTE_KVS``) and the transfer starts
-(:meth:`Handoff.reserve`); once the KV has arrived (:meth:`Handoff.received`) the request
+(``do_remote_prefill``; at routing time over a layer-wise link, :mod:`simkv.engine.layerwise`,
+the KV then crossing as it is computed): when its scheduler reaches the request in the waiting
+queue it reserves blocks for the whole prompt beyond its own cached prefix (``allocate_slots``
+for the external tokens, the request set aside as ``WAITING_FOR_REMOTE_KVS``) and the transfer
+starts (:meth:`Handoff.reserve`); once the KV has arrived (:meth:`Handoff.received`) the request
 waits again, at the head of the queue, with every prompt token but the last computed
 (``_update_waiting_for_remote_kv``), and its first step recomputes that token and samples the
 first output token. Held and receiving requests hold GPU blocks without running.

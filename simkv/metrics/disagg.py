@@ -19,8 +19,11 @@ remotely prefilled requests that produced a first token are ``mean_ttft_<part>_m
 * ``prefill_queue``: arrival to first scheduled on the prefill replica;
 * ``prefill``: first scheduled to the prefill's end there;
 * ``kv_wait``: the prefill's end to the decode replica's reservation (backpressure: the prefill
-  replica holds the KV meanwhile);
-* ``transfer``: the transfer itself (link latency, then the bytes at a fair share of the NICs);
+  replica holds the KV meanwhile), ``max(0, kv_send_s − kv_handoff_s)``;
+* ``transfer``: the transfer itself (link latency, then the bytes at a fair share of the NICs)
+  from the later of its start and the prefill's end, ``kv_arrive_s − max(kv_send_s,
+  kv_handoff_s)``: with a layer-wise link the transfer may start before the prefill ends, and
+  only its tail beyond the prefill adds to the TTFT;
 * ``decode_queue``: the KV's arrival to the decode replica scheduling the request;
 * ``decode_step``: that first step (the last prompt token recomputed, the first token sampled).
 
@@ -74,6 +77,7 @@ def ttft_parts(requests: pd.DataFrame) -> pd.DataFrame:
         for name in ("arrival_s", "prefill_scheduled_s", "kv_handoff_s", "kv_send_s",
                      "kv_arrive_s", "first_scheduled_s", "first_token_s")
     ]  # fmt: skip
+    marks[3] = np.maximum(marks[2], marks[3])  # (a layer-wise transfer may start earlier)
     spans = zip(TTFT_PARTS, marks[:-1], marks[1:], strict=True)
     return pd.DataFrame({part: end - begin for part, begin, end in spans}, index=rows.index)
 

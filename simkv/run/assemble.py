@@ -146,6 +146,7 @@ def _disaggregation(
         FleetView(prefill, legs, cfg.fleet.staleness_ms / 1e3),  # type: ignore[union-attr]
         legs, kv_bytes_per_token=model.kv_bytes_per_token, max_model_len=model.max_model_len,
         gpus=[group.config.parallel.tensor_parallel for group in group_of],
+        num_layers=model.num_layers,
     )  # fmt: skip
     for r, (engine, role) in enumerate(zip(replicas, roles, strict=True)):
         if role != "mixed":
@@ -153,4 +154,6 @@ def _disaggregation(
             kv = sched.kv  # type: ignore[attr-defined]
             handoff = Handoff(kv, sched.waiting, disagg, r, prefills=role == "prefill")  # type: ignore[attr-defined]
             sched.handoff = disagg.handoffs[r] = handoff
+            if role == "prefill":
+                engine.step_hooks = disagg.layers  # (None: store-and-forward)
     return disagg

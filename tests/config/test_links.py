@@ -92,3 +92,13 @@ def test_unknown_keys_and_modes_are_refused() -> None:
         _load("link: {kind: ib_ndr, bandwith: 3}\n")
     with pytest.raises(ValidationError):
         LinkConfig.model_validate({"kind": "ib_ndr", "mode": "cut_through"})
+
+
+def test_the_mode_is_store_and_forward_unless_layerwise_is_asked() -> None:
+    assert _load("link: ib_ndr\n").mode == "store_and_forward"
+    link = _load("link: {kind: ib_ndr, mode: layerwise}\n")
+    assert link.mode == "layerwise" and link.bandwidth_bytes_per_s == 50e9
+    assert link.describe() == "InfiniBand NDR: 50 GB/s per GPU each way, 0.6 µs, layer by layer"
+    with pytest.raises(InputError) as err:
+        _load("link: {kind: ib_ndr, mode: layer_wise}\n")
+    assert "links.yaml:1" in err.value.format()

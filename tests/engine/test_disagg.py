@@ -39,11 +39,13 @@ def _config(
     prefill: int = 1,
     decode_blocks: int = 16,
     decider: dict[str, Any] | None = None,
+    link: dict[str, Any] | None = None,
+    scheduler: dict[str, Any] | None = None,
 ) -> SimConfig:
-    data = tiny_data(tmp_path, requests, {"kind": "vllm_v1"}, num_blocks=16)
+    data = tiny_data(tmp_path, requests, scheduler or {"kind": "vllm_v1"}, num_blocks=16)
     data["fleet"] = {
         "router": {"kind": "least_outstanding"},
-        "disaggregation": {"link": LINK, "decider": decider or {"kind": "always"}},
+        "disaggregation": {"link": link or LINK, "decider": decider or {"kind": "always"}},
         "replicas": [
             {"name": "p", "role": "prefill", "count": prefill},
             {"name": "d", "role": "decode",
@@ -145,12 +147,11 @@ def test_backpressure_the_prefill_side_holds_the_kv_until_the_decode_side_has_ro
     assert at75["receiving"][2] == []
 
 
-def test_invariants_and_conservation_on_the_shipped_config(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["store_and_forward", "layerwise"])
+def test_invariants_and_conservation_on_the_shipped_config(tmp_path: Path, mode: str) -> None:
     root = Path(__file__).resolve().parents[2] / "configs"
-
-    cfg = load_config(
-        root / "disagg.yaml", ["workload.num_requests=200", "kv_cache.num_blocks=1024"]
-    )
+    overrides = ["workload.num_requests=200", "kv_cache.num_blocks=1024"]
+    cfg = load_config(root / "disagg.yaml", [*overrides, f"fleet.disaggregation.link.mode={mode}"])
     run = build(cfg, root, check_invariants=True)
     run.fleet.run()
     out = outputs(cfg, run, (99.0,), 0.0)
@@ -164,7 +165,9 @@ def test_invariants_and_conservation_on_the_shipped_config(tmp_path: Path) -> No
     # no request runs on its decode replica before its KV arrived
     assert (remote["first_scheduled_s"] >= remote["kv_arrive_s"]).all()
     assert (remote["kv_arrive_s"] >= remote["kv_send_s"]).all()
-    assert (remote["kv_send_s"] >= remote["kv_handoff_s"]).all()
+    assert (remote["kv_arrive_s"] > remote["kv_handoff_s"]).all()  # (the last layer crosses)
+    if mode == "store_and_forward":
+        assert (remote["kv_send_s"] >= remote["kv_handoff_s"]).all()
     # the TTFT parts sum to the TTFT
     parts = ttft_parts(reqs).sum(axis=1)
     ttft = reqs["first_token_s"] - reqs["arrival_s"]
@@ -202,3 +205,116 @@ def test_a_disaggregated_run_is_deterministic(tmp_path: Path) -> None:
     first, second = simulate(cfg, tmp_path), simulate(cfg, tmp_path)
     pd.testing.assert_frame_equal(first.requests, second.requests, check_exact=True)
     pd.testing.assert_frame_equal(first.steps, second.steps, check_exact=True)
+
+
+# Layer-wise hand-overs (simkv.engine.layerwise): the decode replica reserves at routing time and
+# the prefill replica pushes each layer as it is computed; Llama-2-7B has 32 layers, so one
+# layer of n tokens takes n / 32 ms on LINK, and the latency lands after the last byte.
+
+
+def _layerwise(link: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {**(link or LINK), "mode": "layerwise"}
+
+
+def _both(tmp_path: Path, link: dict[str, Any] | None = None, **kw: Any) -> list[pd.DataFrame]:
+    """The requests of one scenario store-and-forward, then layer-wise; layer-wise lands no
+    request's KV or first token later."""
+    sf, lw = (
+        _requests(_config(tmp_path, link=mode_link, **kw), tmp_path)
+        for mode_link in (link or LINK, _layerwise(link))
+    )
+    for name in ("kv_arrive_s", "first_token_s"):
+        assert (lw[name].isna() == sf[name].isna()).all(), name  # (NaN: prefilled locally)
+        assert ((lw[name] <= sf[name]) | sf[name].isna()).all(), name
+    return [sf, lw]
+
+
+def test_layerwise_over_a_fast_link_exposes_one_layer_after_the_prefill(tmp_path: Path) -> None:
+    # routed at 0: the decode replica reserves and the flow starts at 0; the prefill (0-18 ms)
+    # releases 31/32 of 8 tokens over 18 ms, slower than the link's 1 token/ms, so the flow
+    # keeps up; the last layer (8/32 token) leaves 18 to 18.25 and lands 1 ms later: 19.25 ms
+    # (store-and-forward: 18 + 1 + 8 = 27). First token 19.25 + 11 ms
+    sf, lw = _both(tmp_path, requests=[(0.0, 8, 3)])
+    _close(sf.loc[0, "kv_arrive_s"], 27 * MS)
+    row = lw.loc[0]
+    for name, ms in [("kv_handoff_s", 18), ("kv_send_s", 0), ("kv_arrive_s", 18 + 1 + 8 / 32),
+                     ("first_token_s", 30.25), ("finish_s", 52.25)]:  # fmt: skip
+        _close(row[name], ms * MS)
+    assert row["kv_bytes"] == 8 * 524_288
+    parts = ttft_parts(lw).loc[0]
+    want = {"prefill_queue": 0, "prefill": 18, "kv_wait": 0, "transfer": 1.25,
+            "decode_queue": 0, "decode_step": 11}  # fmt: skip
+    for part in TTFT_PARTS:
+        _close(parts[part], want[part] * MS)
+    _close(parts.sum(), row["first_token_s"] - row["arrival_s"])
+
+
+def test_layerwise_over_a_slow_link_hides_at_most_the_prefill(tmp_path: Path) -> None:
+    # a link of 4 ms per token is slower than the prefill produces (31/32 × 8 tokens in
+    # 18 ms): the flow is link-bound from its start at 0, so it lands at 0 + 32 + 1 = 33 ms,
+    # the store-and-forward time counted from the reservation (that one: 18 + 1 + 32 = 51)
+    slow = {**LINK, "gb_per_s": 0.524288 / 4}
+    sf, lw = _both(tmp_path, slow, requests=[(0.0, 8, 3)])
+    _close(sf.loc[0, "kv_arrive_s"], 51 * MS)
+    _close(lw.loc[0, "kv_arrive_s"], max(18 + 1 + 4 * 8 / 32, 0 + 1 + 4 * 8) * MS)
+    _close(lw.loc[0, "first_token_s"], 44 * MS)
+
+
+def test_layerwise_follows_each_chunk_of_a_chunked_prefill(tmp_path: Path) -> None:
+    # a budget of 8 tokens prefills 12 in two steps: 8 (0-18 ms), 4 (18-32 ms). At 18 the
+    # flow has sent 7.75 tokens, the last layer of the first chunk (0.25) is released, and
+    # the second chunk releases 3.875 tokens over 14 ms: the link catches up, and the last
+    # layer of the second chunk (4/32 token) leaves 32 to 32.125: lands at 33.125 ms
+    # (store-and-forward: 32 + 1 + 12 = 45)
+    budget = {"kind": "vllm_v1", "max_num_batched_tokens": 8, "max_num_seqs": 8}
+    sf, lw = _both(tmp_path, requests=[(0.0, 12, 2)], scheduler=budget)
+    _close(sf.loc[0, "kv_arrive_s"], 45 * MS)
+    _close(lw.loc[0, "kv_handoff_s"], 32 * MS)
+    _close(lw.loc[0, "kv_arrive_s"], (32 + 4 / 32 + 1) * MS)
+    _close(lw.loc[0, "first_token_s"], (33.125 + 11) * MS)
+
+
+def test_layerwise_reserved_mid_step_sends_what_the_layers_done_hold(tmp_path: Path) -> None:
+    # request 0 (4 tokens) stays local: the decode replica runs it 0-14 ms. Request 1 (8
+    # tokens) arrives at 1 ms: prefilled 1-19 ms, reserved at 14 ms, when 31/32 × 8 × 13/18
+    # tokens are sendable; over a link of 4 tokens/ms it catches up by 15.57 ms, so only the
+    # last layer (0.25 token, 0.0625 ms) follows the prefill: lands at 19 + 0.0625 + 1 ms.
+    # (Store-and-forward: request 1 reaches the decode replica at 19, mid-step; it reserves
+    # at 25 and lands at 25 + 1 + 2 = 28 ms.)
+    fast = {**LINK, "gb_per_s": 4 * 0.524288}
+    local = {"kind": "prompt_threshold", "min_prompt_tokens": 4}
+    sf, lw = _both(tmp_path, fast, requests=[(0.0, 4, 2), (0.001, 8, 2)], decider=local)
+    _close(sf.loc[1, "kv_arrive_s"], 28 * MS)
+    row = lw.loc[1]
+    for name, ms in [("kv_send_s", 14), ("kv_handoff_s", 19), ("kv_arrive_s", 20.0625),
+                     ("first_token_s", 36)]:  # fmt: skip
+        _close(row[name], ms * MS)
+
+
+def test_layerwise_backpressure_holds_the_kv_until_the_decode_side_has_room(
+    tmp_path: Path,
+) -> None:
+    # the backpressure scenario above, layer-wise: request 0 reserves at 0 and lands at
+    # 22 + 12/32 + 1 = 23.375 ms; it runs 23.375-34.375 and 34.375-45.375 ms, then frees its
+    # blocks. Request 1 cannot reserve until 45.375; its KV is complete and held since 22, so
+    # it crosses whole: 45.375 + 12 + 1 = 58.375 ms, its first token at 69.375 ms (81).
+    cfg = _config(
+        tmp_path, [(0.0, 12, 2), (0.0, 12, 2)], prefill=2, decode_blocks=5, link=_layerwise()
+    )
+    run = build(cfg, tmp_path, check_invariants=True)
+    seen: list[dict[str, Any]] = []
+    _probe(run, [30, 50, 60], seen)
+    run.fleet.run()
+    reqs = outputs(cfg, run, (99.0,), 0.0).requests.set_index("req_id")
+    for i, name, ms in [(0, "kv_arrive_s", 23.375), (1, "kv_handoff_s", 22),
+                        (1, "kv_send_s", 45.375), (1, "kv_arrive_s", 58.375),
+                        (1, "first_token_s", 69.375)]:  # fmt: skip
+        _close(reqs.loc[i, name], ms * MS)
+    _close(ttft_parts(reqs).loc[1, "kv_wait"], 23.375 * MS)
+    p1 = reqs.loc[1, "prefill_replica"]
+    at30, at50, at60 = seen
+    assert at30["held"][p1] == [1] and at30["receiving"][2] == []
+    assert at50["held"][p1] == [1] and at50["receiving"][2] == [1]
+    assert at60["held"][p1] == [] and at60["used"][p1] == 1  # (the null block)
+    net = run.fleet.disagg.net
+    assert sum(net.sent_bytes) == sum(net.received_bytes) == 2 * 12 * 524_288
