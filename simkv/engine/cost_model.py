@@ -55,17 +55,18 @@ def allreduce_call_s(cfg: RooflineCostConfig, gpu: GpuSpec, tensor_parallel: int
 class RooflineCostModel(BlockTransfers):
     """A step is a sum of phases, each priced at its own bottleneck, per GPU of the tp group::
 
-        step = overhead + linear + attention + kv + all-reduce
-        overhead  = step_overhead + (tp − 1) · worker_overhead + seq_overhead · seqs
-                    + prefill_overhead · prefill seqs
+        step = host + linear + attention + kv + all-reduce
+        host      = step_overhead + (tp − 1) · worker_overhead + seq_overhead · seqs
+                    + prefill_overhead · prefill seqs                    (host_s: no GPU term)
         linear    = (gemm^p + stream^p)^(1/p),   p = linear_overlap_exponent
         gemm      = GEMM FLOPs / (tp · peak · gemm_eff)
         stream    = streamed weights / (tp · hbm · weight_read_eff)
-        attention = layers · attention_floor
+        attention = layers · attention_floor · c
                     + 4 · layers · heads · head_dim · prefill pairs / (tp · peak · attention_eff)
         kv        = (read KV + mixed · decode KV · (group − 1) · mixed_gqa_reread)
                     / (hbm · kv_read_eff') + written KV / (hbm · memory_eff)
-        all-reduce = 2 · layers · (call latency + 2(tp−1)/tp · tokens · hidden · bytes / link)
+        all-reduce = 2 · layers · (call latency · c + 2(tp−1)/tp · tokens · hidden · bytes / link)
+        c         = latency_clock_mhz / the GPU's boost clock, 1 when unset (latency_scale)
 
     Why a sum: the kernels of a step run one after another (the linear layers, then attention,
     then the next layer), so a mixed prefill + decode step pays for its prefill's FLOPs *and* its
