@@ -1,7 +1,8 @@
 """Generated blocks inside a generated document: ``<!-- name:start -->`` … ``<!-- name:end -->``.
 
 docs/fidelity.md is written by benchmarks/fidelity.py, except its "sim vs real" block, which
-benchmarks/sim_vs_real.py writes, and its "cpu-live" block, which benchmarks/cpu_live.py writes;
+benchmarks/sim_vs_real.py writes, its "cross-gpu" block, which benchmarks/cross_gpu.py writes
+(and sim_vs_real.py through it), and its "cpu-live" block, which benchmarks/cpu_live.py writes;
 each script keeps the others' parts (:data:`KEPT`).
 """
 
@@ -44,6 +45,7 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 SIM_VS_REAL = "sim-vs-real"
+CROSS_GPU = "cross-gpu"
 CPU_LIVE = "cpu-live"
-KEPT = (SIM_VS_REAL, CPU_LIVE)
+KEPT = (SIM_VS_REAL, CROSS_GPU, CPU_LIVE)
 """The blocks of docs/fidelity.md that benchmarks/fidelity.py keeps when it rewrites the file."""

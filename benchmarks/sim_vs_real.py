@@ -4,6 +4,9 @@ same data, and held out (calibrated on one dataset, predicting another).
     .venv/bin/python benchmarks/sim_vs_real.py                # prints (about 5 minutes)
     .venv/bin/python benchmarks/sim_vs_real.py --write-docs   # + its block of docs/fidelity.md
 
+It ends with benchmarks/cross_gpu.py (A100 steps fitted, H100 steps predicted), whose block of
+docs/fidelity.md ``--write-docs`` rewrites too: one command regenerates both.
+
 Request level: the three vLLM 0.19 runs in traces/measured/llmservingsim-vllm0.19 (Llama-3.1-8B
 on an RTX 4090 and on an RTX PRO 6000, Qwen3-32B at TP 2 on two RTX PRO 6000), replayed by
 configs/measured/*.yaml; the error is the mean absolute Diff% over TTFT, TPOT and E2E × mean,
@@ -47,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from cross_gpu import write as cross_gpu
 from doc_blocks import SIM_VS_REAL, write_block
 from doc_blocks import markdown_table as table
 from scipy.optimize import linprog
@@ -574,6 +578,7 @@ def main() -> None:
     print(text)
     if args.write_docs:
         write_block(ROOT / "docs" / "fidelity.md", SIM_VS_REAL, text)
+    cross_gpu(args.write_docs)
 
 
 if __name__ == "__main__":

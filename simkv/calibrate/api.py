@@ -25,7 +25,9 @@ from simkv.errors import InputError
 from simkv.measured import MeasuredRun, read_measured_run
 from simkv.metrics.validation import Validation
 
-__all__ = ["RUN_KNOBS", "STEP_KNOBS", "Calibration", "calibrate", "residual_rows", "step_knobs"]
+__all__ = [
+    "RUN_KNOBS", "STEP_KNOBS", "Calibration", "calibrate", "clocked", "residual_rows", "step_knobs",
+]  # fmt: skip
 
 STEP_KNOBS = (
     "step_overhead_ms",
@@ -73,6 +75,19 @@ def step_knobs(samples: Sequence[StepSample]) -> tuple[str, ...]:
     hops = tuple(f"{link}_hop_latency_us" for link in sorted(links))
     tp = ("worker_overhead_ms", "allreduce_latency_us", *hops, "interconnect_efficiency")
     return (*STEP_KNOBS, *tp)
+
+
+def clocked(start: RooflineCostConfig, samples: Sequence[StepSample]) -> RooflineCostConfig:
+    """``start`` with ``latency_clock_mhz`` set to the boost clock of the one GPU every sample
+    ran on, so the fitted fixed latencies scale by clock on another GPU
+    (:func:`simkv.config.cost.latency_scale`; on the fitted GPU the factor is 1, so the fit is
+    unchanged). ``start`` as it is when it already names a clock, when the samples span
+    several GPUs, or when the GPU's clock is unknown."""
+    gpus = {s.gpu for s in samples}
+    if start.latency_clock_mhz is not None or len(gpus) != 1:
+        return start
+    clock = load_gpu_preset(gpus.pop()).boost_clock_mhz
+    return start if clock is None else start.model_copy(update={"latency_clock_mhz": clock})
 
 
 def _step_samples(
@@ -142,6 +157,7 @@ def calibrate(
         raise InputError("mix of step tables and measured runs: calibrate them separately")
     if all(steps):
         samples = _step_samples(sources, model, gpu, tp)
+        start = clocked(start, samples)
         chosen = check_knobs(knobs) if knobs else step_knobs(samples)
         fits = 1 + len(holdout_parts(samples)[1]) if len(samples) >= 4 else 1
         done = [0]

@@ -208,6 +208,7 @@ def calibrate(
         f"fitted: {', '.join(cal.result.knobs)}; the other values are the start's",
         f"mean abs. error {cal.result.error:.2%} (start {cal.result.start_error:.2%})",
         *([] if cal.trust is None else [cal.trust.holdout, cal.trust.verdict]),
+        *_clock_line(cal.result.config.latency_clock_mhz),
         "use it from a run config: cost_model: {profile: <path to this file>}",
     ]
     _print_calibration(cal)
@@ -225,6 +226,14 @@ def calibrate(
         write_profile(cal.result.config, target, header)
     typer.echo(f"wrote {path}")
     _print_use(cal, path)
+
+
+def _clock_line(clock_mhz: float | None) -> list[str]:
+    """The profile's line on ``latency_clock_mhz`` (none when unset)."""
+    if clock_mhz is None:
+        return []
+    return [f"latency_clock_mhz {clock_mhz:g}: the fitted GPU's clock; on another GPU the fixed "
+            "latencies scale by it / the GPU's boost_clock_mhz"]  # fmt: skip
 
 
 def _print_use(cal: Calibration, path: Path) -> None:

@@ -19,7 +19,9 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from simkv.config.base import Frozen
-from simkv.config.limits import MIN_EFFICIENCY, LatencyUs, OverheadMs
+from simkv.config.hardware import GpuSpec
+from simkv.config.limits import MIN_EFFICIENCY, ClockMhz, LatencyUs, OverheadMs
+from simkv.errors import InputError
 
 Efficiency = Annotated[
     float, Field(ge=MIN_EFFICIENCY, le=4.0, description=f"fraction, {MIN_EFFICIENCY:g}..4")
@@ -78,6 +80,13 @@ class RooflineCostConfig(TransferCostConfig):
     * ``nvlink_hop_latency_us`` / ``pcie_hop_latency_us``: latency of each of the ring's
       ``2(tp − 1)`` steps over the GPU's ``interconnect`` kind;
     * ``interconnect_efficiency``: fraction of the nominal link bandwidth an all-reduce reaches.
+
+    Another GPU (``latency_clock_mhz``): the attention floor, the all-reduce call latency
+    and the hop latencies are fixed costs of small kernels, bound by launch and
+    synchronisation, which run at the SM clock; when set, they are taken as measured at that
+    clock and scaled by ``latency_clock_mhz / gpu.boost_clock_mhz`` (:func:`latency_scale`).
+    ``simkv calibrate`` records the clock of the GPU it fitted on, so a fit carries to
+    another board by its spec alone (docs/fidelity.md, "One GPU predicts the next").
 
     Small blocks: the KV-read bandwidth is further scaled by
     ``min(1, block_size / attention_block_size_knee) ** small_block_attention_penalty``; with the
@@ -199,6 +208,13 @@ class RooflineCostConfig(TransferCostConfig):
     interconnect_efficiency: Efficiency = Field(
         0.7, description="fraction of link bandwidth an all-reduce reaches (NCCL bus bandwidth)"
     )
+    latency_clock_mhz: ClockMhz | None = Field(
+        None,
+        description="SM clock the fixed kernel latencies (attention floor, all-reduce call and "
+        "hop latencies) were measured at: on a GPU of another boost_clock_mhz they scale by "
+        "this / gpu.boost_clock_mhz; simkv calibrate sets it to the fitted GPU's clock; "
+        "default None: the latencies as given, on every GPU",
+    )
     attention_block_size_knee: int = Field(
         16, ge=1, le=4096, description="block size from which attention reads KV at full speed, "
         "1..4096",
@@ -206,6 +222,30 @@ class RooflineCostConfig(TransferCostConfig):
     small_block_attention_penalty: float = Field(
         0.5, ge=0, le=4, description="exponent of the small-block KV-read slowdown (0 = off), 0..4"
     )
+
+
+class UnknownClock(InputError):
+    """A cost config scales its latencies by clock (``latency_clock_mhz``) on a GPU whose
+    clock is unknown (``boost_clock_mhz`` None)."""
+
+    def __init__(self, gpu: GpuSpec) -> None:
+        super().__init__(
+            f"cost_model.latency_clock_mhz needs the GPU's clock: gpu {gpu.name!r} has no "
+            "boost_clock_mhz (give it, or unset latency_clock_mhz)",
+            field="gpu.boost_clock_mhz",
+        )
+
+
+def latency_scale(cfg: RooflineCostConfig, gpu: GpuSpec) -> float:
+    """The factor on ``cfg``'s fixed kernel latencies on ``gpu``: ``latency_clock_mhz /
+    gpu.boost_clock_mhz`` (a kernel bound by launch and synchronisation takes a number of SM
+    cycles), 1 when ``latency_clock_mhz`` is unset; :class:`UnknownClock` when it is set and
+    the GPU's clock is not."""
+    if cfg.latency_clock_mhz is None:
+        return 1.0
+    if gpu.boost_clock_mhz is None:
+        raise UnknownClock(gpu)
+    return cfg.latency_clock_mhz / gpu.boost_clock_mhz
 
 
 class TableCostConfig(TransferCostConfig):

@@ -30,6 +30,7 @@ from simkv.config.base import Frozen
 from simkv.config.limits import (
     MAX_GPU_GIB,
     MAX_PARAMETERS,
+    ClockMhz,
     Gbps,
     ModelCount,
     ModelDim,
@@ -212,6 +213,11 @@ class GpuSpec(Frozen):
     (``nvlink``, or ``pcie`` where there is none); the cost model prices an all-reduce's latency
     by that kind. ``compute_capability`` (CUDA's ``major.minor``) tells which attention kernel
     vLLM runs on the GPU (:func:`simkv.engine.cost_model.attention_kernel`); None: unknown.
+    ``boost_clock_mhz`` is the board's maximum SM (boost) clock: a cost model calibrated on
+    another GPU scales its fixed kernel latencies by the ratio of the two clocks
+    (:attr:`simkv.config.cost.RooflineCostConfig.latency_clock_mhz`). Hopper's tensor-core
+    peaks are quoted at a lower clock (H100 SXM5: 1,830 MHz, not 1,980; H100 whitepaper,
+    Table 3); this is the clock small, latency-bound kernels run at.
     """
 
     name: str
@@ -234,6 +240,12 @@ class GpuSpec(Frozen):
         pattern=r"^[1-9][0-9]?\.[0-9]$",
         description='CUDA compute capability, major.minor (e.g. "8.0"); picks the attention '
         "kernel vLLM runs; None: unknown (vLLM's fallback, FlashAttention 2)",
+    )
+    boost_clock_mhz: ClockMhz | None = Field(
+        None,
+        description="maximum SM (boost) clock, MHz, from the board's spec (cited in each "
+        "preset's source); scales a calibration's fixed latencies to this GPU "
+        "(cost_model.latency_clock_mhz); None: unknown",
     )
     source: str | None = None
 

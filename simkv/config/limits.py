@@ -81,6 +81,14 @@ Gbps = Annotated[
     float, Field(ge=MIN_GBPS, le=MAX_GBPS, description=f"GB/s, {MIN_GBPS:g}..{MAX_GBPS:g}")
 ]
 """A bandwidth in GB/s within [:data:`MIN_GBPS`, :data:`MAX_GBPS`]."""
+MIN_CLOCK_MHZ, MAX_CLOCK_MHZ = 1.0, 1e5
+"""Range of a clock in MHz (1 MHz to 100 GHz; today's GPUs boost to under 3,000)."""
+ClockMhz = Annotated[
+    float,
+    Field(ge=MIN_CLOCK_MHZ, le=MAX_CLOCK_MHZ,
+          description=f"MHz, {MIN_CLOCK_MHZ:g}..{MAX_CLOCK_MHZ:g}"),
+]  # fmt: skip
+"""A clock frequency in MHz within [:data:`MIN_CLOCK_MHZ`, :data:`MAX_CLOCK_MHZ`]."""
 OverheadMs = Annotated[float, Field(ge=0, le=MAX_OVERHEAD_MS)]
 """A cost-model time in ms within [0, :data:`MAX_OVERHEAD_MS`]."""
 LatencyUs = Annotated[float, Field(ge=0, le=MAX_LATENCY_US)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from simkv.config.cost import RooflineCostConfig, UnknownClock, latency_scale
 from simkv.config.hardware import ModelSpec
 from simkv.config.policy import (
     VllmV0Config,
@@ -21,7 +22,9 @@ from simkv.config.policy import (
 )
 from simkv.config.workload import check_sampling_scheduler
 
-RULE_SECTIONS = ("workload", "model", "parallel", "kv_cache", "scheduler", "preemption")
+RULE_SECTIONS = (
+    "workload", "model", "gpu", "parallel", "kv_cache", "scheduler", "preemption", "cost_model",
+)  # fmt: skip
 """The sections the rules read."""
 
 
@@ -63,6 +66,12 @@ def rule_problems(sections: Mapping[str, Any]) -> list[str]:
         )
     if parallel is not None and model is not None:
         problems += tensor_parallel_problems(parallel.tensor_parallel, model)
+    cost, gpu = sections.get("cost_model"), sections.get("gpu")
+    if isinstance(cost, RooflineCostConfig) and gpu is not None:
+        try:
+            latency_scale(cost, gpu)
+        except UnknownClock as err:
+            problems.append(err.message)
     if isinstance(sched, VllmV1Config) and model is not None:
         problems += v1_budget_problems(sched, model.max_model_len)
     if isinstance(sched, VllmV0Config) and model is not None:

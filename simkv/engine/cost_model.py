@@ -11,7 +11,7 @@ the time of one GPU's share. The constants come from :mod:`simkv.config.cost`, n
 
 from __future__ import annotations
 
-from simkv.config.cost import RooflineCostConfig
+from simkv.config.cost import RooflineCostConfig, latency_scale
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.engine.step_work import BlockTransfers, Work, empty_step
 
@@ -43,27 +43,30 @@ def attention_kernel(gpu: GpuSpec) -> str:
 
 def allreduce_call_s(cfg: RooflineCostConfig, gpu: GpuSpec, tensor_parallel: int) -> float:
     """Latency of one all-reduce over the tp group (0 without tensor parallelism): the call's
-    fixed cost plus ``2(tp − 1)`` ring steps at the GPU's link kind's hop latency."""
+    fixed cost plus ``2(tp − 1)`` ring steps at the GPU's link kind's hop latency, scaled to
+    the GPU's clock (:func:`~simkv.config.cost.latency_scale`)."""
     if tensor_parallel == 1:
         return 0.0
     hop_us = cfg.nvlink_hop_latency_us if gpu.interconnect == "nvlink" else cfg.pcie_hop_latency_us
-    return (cfg.allreduce_latency_us + 2 * (tensor_parallel - 1) * hop_us) * 1e-6
+    fixed_us = cfg.allreduce_latency_us + 2 * (tensor_parallel - 1) * hop_us
+    return fixed_us * latency_scale(cfg, gpu) * 1e-6
 
 
 class RooflineCostModel(BlockTransfers):
     """A step is a sum of phases, each priced at its own bottleneck, per GPU of the tp group::
 
-        step = overhead + linear + attention + kv + all-reduce
-        overhead  = step_overhead + (tp − 1) · worker_overhead + seq_overhead · seqs
-                    + prefill_overhead · prefill seqs
+        step = host + linear + attention + kv + all-reduce
+        host      = step_overhead + (tp − 1) · worker_overhead + seq_overhead · seqs
+                    + prefill_overhead · prefill seqs                    (host_s: no GPU term)
         linear    = (gemm^p + stream^p)^(1/p),   p = linear_overlap_exponent
         gemm      = GEMM FLOPs / (tp · peak · gemm_eff)
         stream    = streamed weights / (tp · hbm · weight_read_eff)
-        attention = layers · attention_floor
+        attention = layers · attention_floor · c
                     + 4 · layers · heads · head_dim · prefill pairs / (tp · peak · attention_eff)
         kv        = (read KV + mixed · decode KV · (group − 1) · mixed_gqa_reread)
                     / (hbm · kv_read_eff') + written KV / (hbm · memory_eff)
-        all-reduce = 2 · layers · (call latency + 2(tp−1)/tp · tokens · hidden · bytes / link)
+        all-reduce = 2 · layers · (call latency · c + 2(tp−1)/tp · tokens · hidden · bytes / link)
+        c         = latency_clock_mhz / the GPU's boost clock, 1 when unset (latency_scale)
 
     Why a sum: the kernels of a step run one after another (the linear layers, then attention,
     then the next layer), so a mixed prefill + decode step pays for its prefill's FLOPs *and* its
@@ -158,7 +161,7 @@ class RooflineCostModel(BlockTransfers):
         read_rate = gpu.hbm_bytes_per_s * attention_read_efficiency(cfg, block_size)
         self._kv_read_per_token_s = kv_shard_bytes / read_rate
         self._kv_write_per_token_s = kv_shard_bytes / (gpu.hbm_bytes_per_s * cfg.memory_efficiency)
-        self._floor_s = model.num_layers * cfg.attention_floor_us * 1e-6
+        self._floor_s = model.num_layers * cfg.attention_floor_us * latency_scale(cfg, gpu) * 1e-6
         self._mixed_kv_per_token_s = 0.0
         if attention_kernel(gpu) == "fa2":
             group = model.num_attention_heads // model.num_kv_heads
@@ -203,17 +206,23 @@ class RooflineCostModel(BlockTransfers):
             + (prefill + decode) * self._kv_write_per_token_s
         )
 
+    def host_s(self, work: Work) -> float:
+        """The host side of a step (the class docstring's ``overhead``): the engine's
+        scheduling, input preparation and sampling, and handing the tp workers their step.
+        It depends on the engine and the tp degree, never on the GPU."""
+        seqs = work.num_seqs
+        host_s = self._overhead_s + seqs * self._seq_s
+        if work.prefill_tokens:
+            host_s += (seqs - work.decode_tokens) * self._prefill_s
+        return host_s
+
     def step_time_s(self, work: Work) -> float:
-        prefill = work.prefill_tokens
-        tokens = prefill + work.decode_tokens
+        tokens = work.prefill_tokens + work.decode_tokens
         if tokens <= 0:
             raise empty_step(work)
         seqs = work.num_seqs
-        overhead_s = self._overhead_s + seqs * self._seq_s
-        if prefill:
-            overhead_s += (seqs - work.decode_tokens) * self._prefill_s
         return (
-            overhead_s
+            self.host_s(work)
             + self.linear_s(tokens, seqs)
             + self.attention_s(work)
             + tokens * self._allreduce_per_token_s

@@ -206,15 +206,29 @@ def _is_outlier(model: str, tp: int, prompt: int, batch: int) -> bool:
 
 
 def read_splitwise(path: Path, only: str | None = None) -> list[SplitwiseRow]:
-    """The averaged points of a Splitwise table, or only those of model ``only``."""
+    """The averaged points of a Splitwise table, or only those of model ``only``.
+
+    Each distinct model and GPU name is matched to its preset once (a preset lookup parses
+    every preset file: per row, a 420-row table took seconds)."""
+    kept: dict[str, bool] = {}
+    presets: dict[tuple[str, str], str] = {}
+
+    def preset(kind: str, name: str, line: int) -> str:
+        if (kind, name) not in presets:
+            find = model_preset if kind == "model" else gpu_preset
+            presets[kind, name] = find(name, path, line, "model" if kind == "model" else "hardware")
+        return presets[kind, name]
+
     groups: dict[tuple[str, str, int, int, int, int], list[tuple[float, float]]] = defaultdict(list)
     for line, row in rows(path, SPLITWISE_COLUMNS):
         name = row["model"].strip()
-        if not find_model(name, only):
+        if name not in kept:
+            kept[name] = find_model(name, only)
+        if not kept[name]:
             continue
         key = (
-            model_preset(name, path, line, "model"),
-            gpu_preset(row["hardware"].strip(), path, line, "hardware"),
+            preset("model", name, line),
+            preset("gpu", row["hardware"].strip(), line),
             *(integer(row, k, path, line, positive=True)
               for k in ("tensor_parallel", "prompt_size", "batch_size", "token_size")),
         )  # fmt: skip

@@ -43,6 +43,8 @@ def test_step_table_to_profile_to_run_config(tmp_path: Path) -> None:
     assert ["ok", "step_overhead_ms"] in checks
     fitted = read_profile(profile)
     assert fitted.step_overhead_ms == pytest.approx(TRUE.step_overhead_ms, rel=0.01)
+    assert fitted.latency_clock_mhz == 1410.0  # the A100's: its latencies scale on other GPUs
+    assert "# latency_clock_mhz 1410: the fitted GPU's clock" in profile.read_text()
     assert profile.read_text().startswith("# simkv calibration profile: step-level fit")
     # how far to trust it: held out, then the verdict last (TRUE's knobs are not all in range)
     assert "held out (alternate halves): " in result.output

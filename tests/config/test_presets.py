@@ -108,6 +108,19 @@ def test_the_presets_with_a_sustained_rate() -> None:
     }  # fmt: skip
 
 
+def test_the_presets_with_a_boost_clock_cite_it() -> None:
+    """``boost_clock_mhz`` scales a calibration's fixed latencies from one GPU to another
+    (cost_model.latency_clock_mhz); each preset's source says where its clock comes from."""
+    clocks = {n: load_gpu_preset(n).boost_clock_mhz for n in list_presets("gpus")}
+    known = {n: v for n, v in clocks.items() if v is not None}
+    assert known == {
+        "a100-40gb": 1410, "a100-80gb": 1410, "a100-pcie-40gb": 1410, "a100-pcie-80gb": 1410,
+        "h100-80gb": 1980, "h100-pcie": 1755, "h200": 1980,
+    }  # fmt: skip
+    for name, mhz in known.items():
+        assert f"max boost clock {mhz:g} MHz (" in (load_gpu_preset(name).source or "")
+
+
 @pytest.mark.parametrize(("kind", "name"), ALL)
 def test_name_and_every_alias_find_the_preset(kind: PresetKind, name: str) -> None:
     assert find_preset(kind, name) == name

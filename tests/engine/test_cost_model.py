@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from simkv.config.cost import CostConfig, RooflineCostConfig, TableCostConfig
+from simkv.config.cost import CostConfig, RooflineCostConfig, TableCostConfig, UnknownClock
 from simkv.config.hardware import GpuSpec, load_gpu_preset, load_model_preset
 from simkv.engine.cost_model import RooflineCostModel, attention_kernel
 from simkv.engine.costs import build_cost_model
 from simkv.engine.step_work import StepWork, chunk_attention_pairs
 from simkv.engine.table_cost import TableCostModel
 from simkv.errors import InputError
+from simkv.run import load_config
 
 OPT = load_model_preset("opt-13b")  # 40 layers, hidden 5120, 819_200 KV bytes per token
 # 271.2 sustained TFLOP/s (312 spec), 1555 GB/s, PCIe 32 GB/s, NVLink 300 GB/s
@@ -451,3 +452,66 @@ def test_missing_table_file(tmp_path: Path) -> None:
     cfg = TableCostConfig(path=tmp_path / "absent.csv")
     with pytest.raises(InputError, match=r"absent\.csv: cannot read"):
         build_cost_model(cfg, OPT, A100, tensor_parallel=1, block_size=16, base_dir=Path("/"))
+
+
+H100 = load_gpu_preset("h100-80gb")  # boost clock 1980 MHz; the A100s boost to 1410
+LATENCIES = ROOF.model_copy(update={"attention_floor_us": 13.0, "nvlink_hop_latency_us": 5.0})
+
+
+def _fixed_latencies_s(cfg: RooflineCostConfig, tp: int) -> float:
+    """The attention floor of 40 layers plus, at tp > 1, their 80 all-reduce calls with
+    2(tp − 1) hops each."""
+    calls = 80 * (cfg.allreduce_latency_us + 2 * (tp - 1) * cfg.nvlink_hop_latency_us)
+    return (40 * cfg.attention_floor_us + (calls if tp > 1 else 0.0)) * 1e-6
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8])
+def test_a_latency_clock_scales_the_fixed_latencies_by_the_gpus_clock(tp: int) -> None:
+    """Set to the A100's 1410 MHz, the fitted latencies are the A100's: unchanged there, and
+    1410/1980 of them on an H100; nothing else moves."""
+    clocked = LATENCIES.model_copy(update={"latency_clock_mhz": 1410.0})
+    gpu = A100.model_copy(update={"interconnect": "nvlink"})
+    for work in (DECODE, PREFILL):
+        same = RooflineCostModel(clocked, OPT, gpu, tensor_parallel=tp, block_size=16)
+        plain = RooflineCostModel(LATENCIES, OPT, gpu, tensor_parallel=tp, block_size=16)
+        assert same.step_time_s(work) == plain.step_time_s(work)
+        fast = RooflineCostModel(clocked, OPT, H100, tensor_parallel=tp, block_size=16)
+        slow = RooflineCostModel(LATENCIES, OPT, H100, tensor_parallel=tp, block_size=16)
+        saved = _fixed_latencies_s(LATENCIES, tp) * (1 - 1410 / 1980)
+        assert slow.step_time_s(work) - fast.step_time_s(work) == pytest.approx(saved, rel=1e-9)
+        assert fast.host_s(work) == slow.host_s(work)
+
+
+def test_without_a_latency_clock_no_gpu_changes_the_latencies() -> None:
+    assert LATENCIES.latency_clock_mhz is None
+    for gpu in (A100, H100, load_gpu_preset("rtx-4090")):
+        model = RooflineCostModel(LATENCIES, OPT, gpu, tensor_parallel=1, block_size=16)
+        zero = LATENCIES.model_copy(update={"attention_floor_us": 0.0})
+        base = RooflineCostModel(zero, OPT, gpu, tensor_parallel=1, block_size=16)
+        assert model.attention_s(DECODE) - base.attention_s(DECODE) == pytest.approx(40 * 13e-6)
+
+
+def test_a_latency_clock_on_a_gpu_of_unknown_clock_is_an_error() -> None:
+    rtx = load_gpu_preset("rtx-4090")
+    assert rtx.boost_clock_mhz is None
+    clocked = ROOF.model_copy(update={"latency_clock_mhz": 1410.0})
+    with pytest.raises(UnknownClock, match="gpu 'rtx-4090' has no boost_clock_mhz"):
+        RooflineCostModel(clocked, OPT, rtx, tensor_parallel=1, block_size=16)
+    path = Path(__file__).parents[2] / "configs" / "vllm_v1.yaml"
+    with pytest.raises(InputError, match=r"cost_model\.latency_clock_mhz: needs the GPU's clock"):
+        load_config(path, ["gpu=rtx-4090", "cost_model.latency_clock_mhz=1410"])
+    assert load_config(path, ["gpu=h100-80gb", "cost_model.latency_clock_mhz=1410"])
+
+
+def test_the_host_side_of_a_step_is_the_same_on_every_gpu() -> None:
+    """``host_s`` is the overheads (per step, worker, sequence and prefill) and nothing else;
+    the GPU terms are the rest of the step."""
+    cfg = ROOF.model_copy(update={"seq_overhead_ms": 0.1, "prefill_overhead_ms": 0.5,
+                                  "worker_overhead_ms": 1.5})  # fmt: skip
+    for work, host in ((DECODE, 2e-3 + 1.5e-3 + 8e-4), (PREFILL, 2e-3 + 1.5e-3 + 1e-4 + 5e-4)):
+        times = []
+        for gpu in (A100, H100):
+            model = RooflineCostModel(cfg, OPT, gpu, tensor_parallel=2, block_size=16)
+            assert model.host_s(work) == pytest.approx(host, rel=1e-12)
+            times.append(model.step_time_s(work) - model.host_s(work))
+        assert times[1] < times[0] / 1.5  # the H100's GPU terms are faster

@@ -114,6 +114,8 @@ def test_calibrate_numbers_beyond_their_range_are_refused(
         ("cost_model.gemm_efficiency=1e-300", "cost_model.gemm_efficiency"),
         ("cost_model.step_overhead_ms=1e300", "cost_model.step_overhead_ms"),
         ("cost_model.allreduce_latency_us=1e300", "cost_model.allreduce_latency_us"),
+        ("cost_model.latency_clock_mhz=1e-300", "cost_model.latency_clock_mhz"),
+        ("gpu.boost_clock_mhz=1e300", "gpu.boost_clock_mhz"),
         ("cost_model.small_block_attention_penalty=1e300", "small_block_attention_penalty"),
         ("model.num_layers=1000000000000", "model.num_layers"),
         ("model.intermediate_size=100000000000000000000000", "model.intermediate_size"),
