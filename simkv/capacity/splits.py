@@ -104,12 +104,13 @@ def best(results: list[SplitResult]) -> SplitResult | None:
 
 
 def find_splits(
-    config: Path, sets: list[str], out: Path, opts: CapacityOptions, budget: int,
-    on_round: RoundFn | None = None,
+    config: Path, sets: list[str], out: Path, opts: CapacityOptions, splits: list[Split],
+    budget: int, on_round: RoundFn | None = None,
 ) -> list[SplitResult]:  # fmt: skip
-    """Run every split's rate search into ``out/<split name>``; write ``out/splits.json``."""
+    """Run the rate search of each of ``splits`` (:func:`plan_splits` of ``budget`` GPUs)
+    into ``out/<split name>``; write ``out/splits.json``."""
     results = []
-    for split in plan_splits(config, sets, budget):
+    for split in splits:
         found = find_capacity(config, [*sets, *split.sets], out / split.name, opts, on_round)
         results.append(SplitResult(split, found))
     write_file(out / "splits.json", json.dumps(_record(results, budget), indent=2) + "\n")

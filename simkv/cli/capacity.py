@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +15,7 @@ from simkv.cli.common import (
     interrupted_search,
     kept_aside,
     print_at_answer,
+    rate_rounds,
     shown_failure,
 )
 from simkv.cli.sweeps import Executor
@@ -134,7 +134,7 @@ def capacity(
                 new_output(out_dir, Kind.CAPACITY, force=force) as staging,
                 stderr_rounds(f"capacity {name}", total) as step,
             ):
-                found = find_capacity(config, set_ or [], staging.path, opts, _rounds(step))
+                found = find_capacity(config, set_ or [], staging.path, opts, rate_rounds(step))
                 write_sweep_report(staging.path)
                 staging.keep = found.failure is not None and staging.earlier
         except KeyboardInterrupt:
@@ -202,15 +202,3 @@ def _check_per_round(per_round: int) -> None:
         check_per_round(per_round)
     except SearchError as err:
         raise InputError(str(err), field="--per-round") from None
-
-
-def _rounds(step: Callable[[str, int], None]) -> Callable[[list[float]], None]:
-    """The search's round callback: the rates of each round, and the runs done before it."""
-    done = 0
-
-    def on_round(rates: list[float]) -> None:
-        nonlocal done
-        step("simulating " + ", ".join(f"{r:g}" for r in rates) + " req/s", done)
-        done += len(rates)
-
-    return on_round

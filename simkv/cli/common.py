@@ -3,7 +3,7 @@ command: an :class:`InputError` becomes its lines on stderr and exit code 2."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -154,3 +154,15 @@ def print_at_answer(folder: Path, axis: str, value: float, where: str) -> None:
     if not rows.empty:
         for line in answer_lines(rows.iloc[0].to_dict(), where):
             typer.echo(line)
+
+
+def rate_rounds(step: Callable[[str, int], None]) -> Callable[[list[float]], None]:
+    """The search's round callback: the rates of each round, and the runs done before it."""
+    done = 0
+
+    def on_round(rates: list[float]) -> None:
+        nonlocal done
+        step("simulating " + ", ".join(f"{r:g}" for r in rates) + " req/s", done)
+        done += len(rates)
+
+    return on_round

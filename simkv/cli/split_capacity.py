@@ -8,7 +8,13 @@ from pathlib import Path
 import typer
 
 from simkv.capacity.run import CapacityOptions
-from simkv.cli.common import input_errors, interrupted_search, kept_aside, shown_failure
+from simkv.cli.common import (
+    input_errors,
+    interrupted_search,
+    kept_aside,
+    rate_rounds,
+    shown_failure,
+)
 
 
 def split_capacity(
@@ -35,14 +41,9 @@ def split_capacity(
                 new_output(out_dir, Kind.CAPACITY, force=force) as staging,
                 stderr_rounds(f"splits {name}", each * len(planned)) as step,
             ):
-                done = 0
-
-                def on_round(rates: list[float]) -> None:
-                    nonlocal done
-                    step("simulating " + ", ".join(f"{r:g}" for r in rates) + " req/s", done)
-                    done += len(rates)
-
-                results = find_splits(config, sets, staging.path, opts, budget, on_round)
+                results = find_splits(
+                    config, sets, staging.path, opts, planned, budget, rate_rounds(step)
+                )
                 for result in results:
                     write_sweep_report(staging.path / result.split.name)
                 failed = [r for r in results if r.found.failure is not None]
