@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from simkv.config.base import Frozen
 from simkv.config.cost import CostConfig
@@ -22,6 +22,7 @@ from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.links import LinkConfig
 from simkv.config.policy import PreemptionConfig, SchedulerConfig
 from simkv.config.sections import KVCacheConfig, ParallelConfig
+from simkv.config.tiers import TierConfig
 
 MAX_REPLICAS = 4096
 """Most replicas of one fleet: each holds its own KV block tables (up to 2^26 blocks)."""
@@ -173,6 +174,18 @@ class FleetConfig(Frozen):
     disaggregation: DisaggregationConfig | None = Field(
         None, description="prefill/decode disaggregation; needs prefill and decode groups"
     )
+    remote_tier: TierConfig | None = Field(
+        None,
+        description="a KV tier every replica shares (kind: remote), below each replica's own "
+        "kv_cache.tiers (simkv.config.tiers)",
+    )
+
+    @field_validator("remote_tier")
+    @classmethod
+    def _remote_kind(cls, tier: TierConfig | None) -> TierConfig | None:
+        if tier is not None and tier.kind != "remote":
+            raise ValueError(f"fleet.remote_tier is the shared tier: kind remote, not {tier.kind}")
+        return tier
 
     @property
     def disaggregated(self) -> bool:

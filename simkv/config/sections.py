@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from simkv.config.base import Frozen
 from simkv.config.limits import MAX_BLOCKS, MAX_GPU_GIB, MAX_SWAP_GIB, MAX_TP, Tokens
+from simkv.config.tiers import TierConfig, check_tier_list
 
 GIB = 1 << 30
 
@@ -64,6 +65,17 @@ class KVCacheConfig(Frozen):
         "radix cache at block granularity. Unset: hash under vllm_v1 (vLLM 0.11's default), "
         "none otherwise",
     )
+    tiers: list[TierConfig] = Field(
+        default_factory=list,
+        max_length=2,
+        description="offload tiers below HBM that the prefix cache spills to, in order: cpu, "
+        "then disk (simkv.config.tiers; needs prefix caching)",
+    )
+
+    @field_validator("tiers")
+    @classmethod
+    def _tier_order(cls, tiers: list[TierConfig]) -> list[TierConfig]:
+        return check_tier_list(tiers)
 
     @model_validator(mode="after")
     def _one_capacity(self) -> KVCacheConfig:

@@ -294,10 +294,8 @@ class Engine:
                 self.progress(rec.num_done, total)
 
     def _handing_over(self) -> bool:
-        """Whether blocks are held for a KV hand-over in progress: a replica that can
-        schedule nothing then waits for the transfer's end instead of stalling."""
-        handoff = self.scheduler.handoff
-        return handoff is not None and handoff.pending()
+        """Whether blocks are held for KV in flight (``Scheduler.awaiting_kv``)."""
+        return self.scheduler.awaiting_kv()
 
     def _idle(self) -> Generator[simpy.Event, None, None]:
         """Nothing to run: wait for the next arrival batch (exactly when it fires) or, with

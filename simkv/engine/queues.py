@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import Literal, Protocol
 
@@ -20,6 +20,7 @@ class WaitingQueue(Protocol):
     def peek(self) -> Seq: ...
     def pop(self) -> Seq: ...
     def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Seq]: ...
 
 
 class FcfsQueue(deque[Seq]):
@@ -60,6 +61,10 @@ class OrderedQueue:
 
     def __len__(self) -> int:
         return len(self._heap)
+
+    def __iter__(self) -> Iterator[Seq]:
+        """The queued requests, in no particular order."""
+        return (entry[3] for entry in self._heap)
 
 
 def make_queue(policy: Literal["fcfs", "priority"]) -> WaitingQueue:

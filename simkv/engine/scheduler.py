@@ -8,7 +8,7 @@ calls :meth:`Scheduler.complete`. Nothing here knows about SimPy.
 from __future__ import annotations
 
 from collections.abc import Callable, Sized
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from simkv.engine.handoff import PENDING, Handoff
 from simkv.engine.lazy import DecodeLane
@@ -16,9 +16,12 @@ from simkv.engine.preemption_log import PreemptionLog
 from simkv.engine.queues import WaitingQueue
 from simkv.engine.request.plan import StepPlan
 from simkv.engine.request.seq import Seq, Status, record_done
-from simkv.kv.allocator import InvariantViolation
+from simkv.kv.allocator import BlockId, InvariantViolation
 from simkv.kv.waste import WasteBreakdown
 from simkv.metrics.recorder import Recorder, StepState
+
+if TYPE_CHECKING:
+    from simkv.engine.tiers import ReplicaTiers
 
 _new_tuple = tuple.__new__
 _NO_FORKS = (0, 0)  # fork_state of a policy without multi-sequence requests
@@ -38,6 +41,7 @@ class Scheduler(Protocol):
     """One scheduling policy. Registered by its config ``kind``."""
 
     handoff: Handoff | None  # a prefill or decode replica's KV hand-overs (engine.handoff)
+    tiers: ReplicaTiers | None  # its KV offload tiers (engine.tiers)
 
     def add(self, seq: Seq, now: float) -> None: ...
     def schedule(self, now: float) -> StepPlan: ...
@@ -53,6 +57,7 @@ class Scheduler(Protocol):
     def check(self) -> None: ...
     def cached_prefix_tokens(self, probe: Callable[[], Seq]) -> int: ...
     def stall_advice(self) -> str: ...
+    def awaiting_kv(self) -> bool: ...
 
     @property
     def supports_forks(self) -> bool: ...
@@ -90,6 +95,7 @@ class SchedulerBase:
         self.lane: DecodeLane | None = None  # the decode fast path (paged schedulers)
         self.preemption_log = PreemptionLog(recorder)
         self.handoff: Handoff | None = None  # a prefill or decode replica's (engine.handoff)
+        self.tiers: ReplicaTiers | None = None  # its KV offload tiers (engine.tiers)
 
     def add(self, seq: Seq, now: float) -> None:
         """A request arrived."""
@@ -166,6 +172,8 @@ class SchedulerBase:
             self.kv.prefix.cache_computed(filled)  # type: ignore[attr-defined]
         if self.preemption_log.awaiting:
             self._resumed_tokens(now)
+        if self.tiers is not None:
+            self.tiers.after_step(plan.seqs)
 
     def _resumed_tokens(self, now: float) -> None:
         """Tell the preemption log which resumed requests sampled a token in the step that
@@ -223,6 +231,36 @@ class SchedulerBase:
         else:  # a prefill replica's request: its blocks are held until its KV is read
             record_done(self.recorder, seq)
             handoff.hold(seq, now)
+
+    def _load(self, seq: Seq, hits: list[BlockId], now: float) -> int:
+        """Start loading the blocks of the waiting head ``seq`` after its HBM ``hits`` that
+        the KV tiers hold (:mod:`simkv.engine.tiers`): 1, 0 when they hold none, -1 when its
+        blocks are short (admission stops, as for any request)."""
+        tiers = self.tiers
+        parts = tiers.lookup(seq, len(hits)) if tiers is not None else None
+        if not parts:
+            return 0
+        if not tiers.load(seq, hits, parts, now):  # type: ignore[union-attr]
+            return -1
+        self.waiting.pop()
+        return 1
+
+    def awaiting_kv(self) -> bool:
+        """Whether requests hold GPU blocks for KV in flight (a hand-over or a tier load):
+        a replica that can schedule nothing then waits for the transfer instead of stalling."""
+        handoff, tiers = self.handoff, self.tiers
+        return (handoff is not None and handoff.pending()) or (
+            tiers is not None and tiers.pending()
+        )
+
+    def elsewhere(self) -> list[Seq]:
+        """Requests holding GPU blocks outside the queues: held, receiving and received
+        hand-overs, tier loads."""
+        handoff, tiers = self.handoff, self.tiers
+        return [
+            *(handoff.resident() if handoff is not None else ()),
+            *(tiers.resident() if tiers is not None else ()),
+        ]
 
     def _admit_remote(self, seq: Seq, plan: StepPlan, now: float) -> int:
         """Admit the waiting head ``seq`` whose prompt's KV comes from a prefill replica

@@ -93,6 +93,8 @@ class HashPrefixCache:
         self._queued: deque[_Note] = deque()  # notes with positions ahead of the head, in order
         # split reuse: key → its other blocks, oldest first (the class docstring)
         self._dups: dict[int, list[BlockId]] | None = {} if self._split else None
+        # the keys evicted, in order, when a KV tier stores on eviction (simkv.engine.tiers)
+        self.evicted_keys: list[int] | None = None
 
     # -- free queue ---------------------------------------------------------------------------
     def pop(self) -> BlockId:
@@ -110,12 +112,15 @@ class HashPrefixCache:
             self._evict_shared(blocks)
         elif self.block_of:
             key_of, block_of, evicted = self.key_of, self.block_of, 0
+            sink = self.evicted_keys
             for block in blocks:
                 key = key_of[block]
                 if key is not None:
                     key_of[block] = None
                     del block_of[key]
                     evicted += 1
+                    if sink is not None:
+                        sink.append(key)
             self.evictions += evicted
         fifo = self._fifo
         if fifo is not None and self._queued:
@@ -136,6 +141,8 @@ class HashPrefixCache:
             others = dups.get(key)
             if others is None:
                 del block_of[key]
+                if self.evicted_keys is not None:  # (else another block still holds it)
+                    self.evicted_keys.append(key)
             elif block_of[key] == block:  # the next copy takes its place
                 block_of[key] = others.pop(0)
             else:

@@ -1,8 +1,8 @@
-"""A run's frames on disk: ``requests``, ``steps``, ``itl`` and ``preemptions`` as Parquet or
-CSV files.
+"""A run's frames on disk: ``requests``, ``steps``, ``itl``, ``preemptions`` and ``tiers`` as
+Parquet or CSV files.
 
 One file per frame, ``<name>.parquet`` or ``<name>.csv``, in the run folder; the
-:data:`OPTIONAL_FRAMES` (``preemptions``) may be missing from a folder an older simkv wrote.
+:data:`OPTIONAL_FRAMES` (``preemptions``, ``tiers``) may be missing from a folder.
 Readers take whichever is there (Parquet first), so a report can be rebuilt from either format.
 CSV keeps the columns and their order; empty values (a request never scheduled) read back as
 NaN.

@@ -5,8 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 FRAME_NAMES = ("requests", "steps", "itl")
-OPTIONAL_FRAMES = ("preemptions",)
-"""Frames a run writes that a run folder of an older simkv lacks (read back as None)."""
+OPTIONAL_FRAMES = ("preemptions", "tiers")
+"""Frames a run folder may lack (read back as None): ``preemptions`` (an older simkv did not
+write it), ``tiers`` (only a run with KV offload tiers has it: :mod:`simkv.metrics.tiers`)."""
 
 
 class FrameFormat(StrEnum):

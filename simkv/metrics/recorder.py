@@ -105,6 +105,9 @@ class RunFrames:
     preemptions: pd.DataFrame | None = None
     """One row per preemption (:data:`PREEMPTION_COLUMNS`); None: not recorded (frames read
     from a run folder written before simkv recorded them)."""
+    tiers: pd.DataFrame | None = None
+    """Each KV offload tier's blocks in use after every store (``time_s``, ``tier``,
+    ``blocks``); None: a run without tiers (:mod:`simkv.metrics.tiers`)."""
 
 
 _FLOAT_REQ = ("arrival_s", "first_scheduled_s", "first_token_s", "finish_s")

@@ -24,8 +24,10 @@ from simkv.engine.intake import EngineLimits
 from simkv.engine.registry import build_scheduler
 from simkv.engine.routers import build_router
 from simkv.engine.sessions import Sessions
+from simkv.engine.tier_net import TierNet
 from simkv.metrics.recorder import Recorder
 from simkv.run.inputs import GroupInputs, RunInputs
+from simkv.run.tiers import attach_tiers
 from simkv.workload.request import Workload
 
 
@@ -54,6 +56,7 @@ class Assembly:
     replicas: list[Engine]
     group_of: list[GroupInputs]
     fleet: Fleet | None
+    tiers: TierNet | None = None  # the KV offload tiers (simkv.run.tiers)
 
     @property
     def engine(self) -> Engine:
@@ -96,9 +99,12 @@ def assemble(
     args = {"check_invariants": check_invariants, "fast_forward": fast_forward}
     if cfg.fleet is None:
         group = inputs.groups[0]
+        # (a tier load may wake an idle engine: arrivals through the arrival process then)
+        pull = pull_arrivals and not cfg.kv_cache.tiers
         engine = _engine(group, inputs.workload, base_dir, progress=progress,
-                         pull_arrivals=pull_arrivals, **args)  # fmt: skip
-        return Assembly(inputs, [engine], [group], None)
+                         pull_arrivals=pull, **args)  # fmt: skip
+        tiers = attach_tiers(cfg, engine.env, [engine], [group])
+        return Assembly(inputs, [engine], [group], None, tiers)
     env, workload = Environment(), inputs.workload
     sessions = Sessions(workload)
     specs = [spec for spec in cfg.fleet.replicas for _ in range(spec.count)]
@@ -120,7 +126,8 @@ def assemble(
     if split:
         disagg = _disaggregation(cfg, env, replicas, group_of, [s.role for s in specs], legs)
     fleet = Fleet(replicas, router, view, sessions, progress=progress, disagg=disagg)
-    return Assembly(inputs, replicas, group_of, fleet)
+    tiers = attach_tiers(cfg, env, replicas, group_of)
+    return Assembly(inputs, replicas, group_of, fleet, tiers)
 
 
 def prefill_legs(workload: Workload) -> Workload:

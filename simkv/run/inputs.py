@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from simkv.config.limits import MAX_RUN_BLOCKS
-from simkv.config.policy import OrcaConfig
+from simkv.config.policy import OrcaConfig, VllmV1Config
 from simkv.config.sim import SimConfig
+from simkv.config.tiers import TierConfig
 from simkv.engine.capacity import KVSizing
 from simkv.errors import InputError, all_of
 from simkv.run.sizing import kv_sizing, usable_blocks
@@ -56,10 +57,31 @@ def _check_fits_max_len(cfg: SimConfig, sizing: KVSizing) -> None:
 
 def check_kv(cfg: SimConfig) -> KVSizing:
     """The KV pool of one engine's ``cfg``, checked as vLLM checks it at start-up (it holds one
-    request of ``max_model_len`` tokens under the paged schedulers)."""
+    request of ``max_model_len`` tokens under the paged schedulers), and its KV tiers."""
     sizing = kv_sizing(cfg)
     _check_fits_max_len(cfg, sizing)
+    _check_tiers(cfg, cfg.kv_cache.tiers, sizing, "kv_cache.tiers")
     return sizing
+
+
+def _check_tiers(cfg: SimConfig, tiers: list[TierConfig], sizing: KVSizing, key: str) -> None:
+    """KV tiers need vLLM V1's scheduler with prefix caching (the offloading connector's
+    engine), and each holds at least one block."""
+    if not tiers:
+        return
+    if not isinstance(cfg.scheduler, VllmV1Config) or cfg.kv_cache.prefix_caching != "hash":
+        raise InputError(
+            "KV tiers need scheduler kind vllm_v1 with kv_cache.prefix_caching hash (vLLM's "
+            "OffloadingConnector)", field=key,
+        )  # fmt: skip
+    nbytes = sizing.block_size * cfg.model.kv_bytes_per_token
+    for k, tier in enumerate(tiers):
+        if tier.blocks(nbytes) < 1:
+            raise InputError(
+                f"the {tier.kind} tier holds less than one block ({nbytes:,} bytes of "
+                f"{cfg.model.name} KV at block size {sizing.block_size})",
+                field=f"{key}.{k}.capacity_gib" if key.endswith("tiers") else f"{key}.capacity_gib",
+            )
 
 
 def _prompt_limit(cfg: SimConfig) -> tuple[int, str] | None:
@@ -174,7 +196,24 @@ def check_groups(cfg: SimConfig, workload: Workload | None = None) -> list[Group
     if errors:
         raise all_of(errors)
     _check_run_blocks(cfg, groups)
+    _check_remote_tier(cfg, groups)
     return groups
+
+
+def _check_remote_tier(cfg: SimConfig, groups: list[GroupInputs]) -> None:
+    """A fleet's shared tier: every group can use it (as :func:`_check_tiers`), with blocks
+    of one size (the same model and block size)."""
+    tier = cfg.fleet.remote_tier if cfg.fleet is not None else None
+    if tier is None:
+        return
+    for group in groups:
+        _check_tiers(group.config, [tier], group.sizing, "fleet.remote_tier")
+    sizes = {(g.sizing.block_size, g.config.model.kv_bytes_per_token) for g in groups}
+    if len(sizes) > 1:
+        raise InputError(
+            "a shared tier needs every replica group on one model and block size",
+            field="fleet.remote_tier",
+        )
 
 
 def _check_run_blocks(cfg: SimConfig, groups: list[GroupInputs]) -> None:

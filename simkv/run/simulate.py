@@ -24,6 +24,7 @@ from simkv.metrics.fleet import combine, fleet_summary
 from simkv.metrics.latency import request_latencies
 from simkv.metrics.recorder import RunFrames
 from simkv.metrics.summary import DEFAULT_PERCENTILES, summarize
+from simkv.metrics.tiers import tier_summary, with_tiers
 from simkv.metrics.utilisation import ReplicaCompute, utilisation, utilisation_summary
 from simkv.outputs import make_folder, write_file
 from simkv.run.assemble import Assembly, assemble
@@ -108,11 +109,13 @@ def outputs(
     first = run.inputs.groups[0]
     computes = [_compute(group.config) for group in run.group_of]
     if run.fleet is None:
-        frames = run.engine.recorder.frames()
+        frames = _with_tiers(run, run.engine.recorder.frames())
         summary = summarize(
             frames, cfg.slo, usage_capacity(first.config, first.sizing), percentiles
         )
         summary.update(utilisation_summary(utilisation(frames, computes)))
+        if run.tiers is not None:
+            summary.update(tier_summary(frames.requests, run.tiers))
         return RunOutput(cfg, first.sizing, frames, summary, wall_s)
     each = [engine.recorder.frames() for engine in run.replicas]
     disagg = run.fleet.disagg
@@ -121,6 +124,7 @@ def outputs(
     if disagg is not None:
         requests = with_paths(combined.requests, each, disagg.columns())
         combined = replace(combined, requests=requests)
+    combined = _with_tiers(run, combined)
     capacities = [usage_capacity(group.config, group.sizing) for group in run.group_of]
     labels = _labels(run)
     summary, replicas = fleet_summary(
@@ -137,7 +141,17 @@ def outputs(
         replicas = replicas.assign(
             role=disagg.roles, kv_bytes_out=net.sent_bytes, kv_bytes_in=net.received_bytes
         )
+    if run.tiers is not None:
+        summary.update(tier_summary(combined.requests, run.tiers))
     return RunOutput(cfg, first.sizing, combined, summary, wall_s, replicas=replicas)
+
+
+def _with_tiers(run: Assembly, frames: RunFrames) -> RunFrames:
+    """``frames`` with the tier columns and the tiers' occupancy, for a run with KV tiers."""
+    if run.tiers is None:
+        return frames
+    requests = with_tiers(frames.requests, run.tiers)
+    return replace(frames, requests=requests, tiers=pd.DataFrame(run.tiers.occupancy()))
 
 
 def _compute(cfg: SimConfig) -> ReplicaCompute:

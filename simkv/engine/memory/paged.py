@@ -146,12 +146,15 @@ class PagedKV:
                 self.prefix.register(seq, length)
         return True
 
-    def allocate_with_prefix(self, seq: Seq, hits: list[BlockId], num_new: int) -> bool:
-        """Admit ``seq`` onto its cached ``hits`` (``prefix.cached_prefix``) plus room for
-        ``num_new`` more tokens; False (nothing changed) if short.
+    def allocate_with_prefix(self, seq: Seq, hits: list[BlockId] | None, num_new: int) -> bool:
+        """Admit ``seq`` onto its cached ``hits`` (``prefix.cached_prefix``; None: onto the
+        blocks it holds) plus room for ``num_new`` more tokens; False (nothing changed) if
+        short.
 
         All or nothing: reviving a free cached block uses up a free block, as in vLLM.
         """
+        if hits is None:  # blocks reserved for all its tokens (a KV load): the slots it runs
+            seq.table.length = seq.num_computed
         if not hits:
             return self.allocate_slots(seq, num_new)
         prefix = self.prefix
@@ -163,25 +166,26 @@ class PagedKV:
             raise InvariantViolation(f"{seq}: blocks counted free for its admission were not")
         return True
 
-    def reserve_remote(self, seq: Seq, hits: list[BlockId]) -> bool:
-        """Blocks for all of a waiting ``seq``'s tokens, its cached ``hits`` first, whose KV
-        another replica will send (:meth:`receive`); False (nothing changed) if short. The
-        blocks are registered with the prefix cache only once received (vLLM 0.11's
-        ``allocate_slots`` with ``delay_cache_blocks`` for an asynchronous KV load)."""
+    def reserve_remote(self, seq: Seq, hits: list[BlockId], tokens: int | None = None) -> bool:
+        """Blocks for a waiting ``seq``'s first ``tokens`` tokens (None: all), its cached
+        ``hits`` first, whose KV another replica or a KV tier will send (:meth:`receive`);
+        False (nothing changed) if short. The blocks are registered with the prefix cache
+        only once received (vLLM 0.11's ``allocate_slots`` with ``delay_cache_blocks`` for an
+        asynchronous KV load)."""
+        tokens = seq.num_tokens if tokens is None else tokens
         on, self.cache_on_alloc = self.cache_on_alloc, False
         try:
-            fits = self.allocate_with_prefix(
-                seq, hits, seq.num_tokens - len(hits) * self.block_size
-            )
+            fits = self.allocate_with_prefix(seq, hits, tokens - len(hits) * self.block_size)
         finally:
             self.cache_on_alloc = on
         return fits  # (table.length counts the reserved slots until the request runs)
 
-    def receive(self, seq: Seq) -> None:
-        """The KV of a reserved ``seq`` (:meth:`reserve_remote`) arrived: every token but the
-        last is computed, as vLLM's ``Scheduler._update_waiting_for_remote_kv`` leaves a full
-        prompt to recompute its last token; its full blocks join the prefix cache."""
-        computed = seq.num_tokens - 1
+    def receive(self, seq: Seq, computed: int | None = None) -> None:
+        """The KV of a reserved ``seq`` (:meth:`reserve_remote`) arrived: its first
+        ``computed`` tokens are computed (None: every token but the last, as vLLM's
+        ``Scheduler._update_waiting_for_remote_kv`` leaves a full prompt to recompute its
+        last token); its full blocks join the prefix cache."""
+        computed = seq.num_tokens - 1 if computed is None else computed
         self.sums.computed(computed - seq.num_computed)
         seq.num_computed = computed
         self.prefix.register(seq, computed)

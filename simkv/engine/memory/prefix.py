@@ -52,9 +52,13 @@ class PrefixPart:
         revived = sum(1 for block in hits if refs[block] == 0)
         return -(-num_tokens // self.block_size) - len(hits) + revived
 
-    def fits_whole(self, seq: Seq, hits: list[BlockId]) -> bool:
-        """Whether blocks for all of ``seq``'s tokens are free beyond its cached ``hits``, the
-        check vLLM's ``KVCacheManager.allocate_slots`` makes with ``full_sequence_must_fit``."""
+    def fits_whole(self, seq: Seq, hits: list[BlockId] | None) -> bool:
+        """Whether blocks for all of ``seq``'s tokens are free beyond its cached ``hits``
+        (None: beyond the blocks it holds), the check vLLM's ``KVCacheManager.allocate_slots``
+        makes with ``full_sequence_must_fit``."""
+        if hits is None:
+            held = len(seq.table.block_ids)
+            return -(-seq.num_tokens // self.block_size) - held <= self.gpu.free_blocks
         return self.blocks_taken(hits, seq.num_tokens) <= self.gpu.free_blocks
 
     def take_hits(self, seq: Seq, hits: list[BlockId]) -> None:

@@ -68,6 +68,7 @@ class Seq:
         "req_id",
         "reserved_slots",
         "status",
+        "stored_upto",
         "swapped_bytes",
         "swaps",
         "table",
@@ -108,6 +109,7 @@ class Seq:
         self.recomputed_tokens = 0
         self.keys: KeyStream | UniqueKeys | None = None  # content keys, when prefix caching is on
         self.cached_upto = 0  # leading blocks registered in the prefix cache
+        self.stored_upto = 0  # leading blocks stored in the KV tiers (simkv.engine.tiers)
         self.prefix_hit_tokens: int | None = None  # cache hits at the first admission
         self.cache_hit_tokens = 0  # cache hits over every admission (incl. after preemption)
         self.group: ForkGroup | None = None  # sequences of a multi-sequence request

@@ -284,10 +284,9 @@ class VllmV1Scheduler(SchedulerBase):
     def _admit(self, plan: StepPlan, budget: int, now: float, skipped: list[Seq]) -> None:
         """:meth:`_schedule_waiting`'s loop; the requests set aside go into ``skipped``."""
         waiting, running, kv, blocked = self.waiting, self.running, self.kv, self._blocked
-        prefix = kv.prefix
-        held = self._held  # (None or empty: nothing held, the usual case)
-        cfg, gpu, bs = self.cfg, self.kv.gpu, self.kv.block_size
-        max_seqs, chunked = self.max_seqs, cfg.enable_chunked_prefill
+        prefix, tiers, held = kv.prefix, self.tiers, self._held  # held: None or empty, mostly
+        gpu, bs, max_seqs = kv.gpu, kv.block_size, self.max_seqs
+        chunked = self.cfg.enable_chunked_prefill
         reserve_full, threshold = self.reserve_full, self._threshold
         while waiting and budget > 0 and len(running) < max_seqs:
             seq = waiting.peek()
@@ -304,8 +303,16 @@ class VllmV1Scheduler(SchedulerBase):
                     break
                 budget -= taken
                 continue
-            hits = prefix.cached_prefix(seq)
-            num_new = seq.num_tokens - len(hits) * bs
+            if seq.num_computed:  # its leading blocks were loaded from the KV tiers
+                hits = None
+                num_new = seq.num_tokens - seq.num_computed
+            else:
+                hits = prefix.cached_prefix(seq)
+                if tiers is not None and (loads := self._load(seq, hits, now)):
+                    if loads > 0:
+                        continue
+                    break
+                num_new = seq.num_tokens - len(hits) * bs
             if 0 < threshold < num_new:
                 num_new = threshold
             if num_new > budget:
@@ -340,5 +347,4 @@ class VllmV1Scheduler(SchedulerBase):
             budget -= num_new
 
     def _check(self) -> None:
-        handoff = self.handoff
-        self.kv.check(self.running if handoff is None else [*self.running, *handoff.resident()])
+        self.kv.check([*self.running, *self.elsewhere()])
