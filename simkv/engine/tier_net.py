@@ -87,8 +87,11 @@ class TierNet:
         self._next_event()
 
     def stored(self, tier: int) -> None:
-        """Note tier ``tier``'s occupancy now (after a store began or ended)."""
-        self._occupancy.append((self.env.now, tier, self.stores[tier].used))
+        """Note the occupancy of tier ``tier``'s kind now (after a store began or ended): the
+        blocks used in every tier of that kind (each replica's own, summed)."""
+        kind = self.kinds[tier]
+        used = sum(s.used for s, k in zip(self.stores, self.kinds, strict=True) if k == kind)
+        self._occupancy.append((self.env.now, tier, used))
 
     def _next_event(self) -> None:
         """One pending event at the flows' next change (a newer one makes older stale)."""
@@ -118,7 +121,8 @@ class TierNet:
         return cols
 
     def occupancy(self) -> dict[str, np.ndarray]:
-        """Each tier's blocks in use after every store: ``time_s``, ``tier``, ``blocks``."""
+        """Each tier kind's blocks in use after every store: ``time_s``, ``tier`` (its kind),
+        ``blocks`` (over every tier of that kind)."""
         rows = np.array(self._occupancy, dtype=np.float64).reshape(-1, 3)
         return {
             "time_s": rows[:, 0],

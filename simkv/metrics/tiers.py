@@ -8,7 +8,8 @@ first admission, in HBM or a tier: its HBM part is ``prefix_hit_tokens`` less th
 
 Summary (:func:`tier_summary`), per tier kind: ``tier_hit_rate_<kind>`` (tokens it supplied /
 prompt tokens of admitted requests), ``tier_hit_requests_<kind>``, ``tier_loaded_bytes_<kind>``,
-``tier_stored_bytes_<kind>``, ``tier_evicted_blocks_<kind>``, ``tier_dropped_blocks_<kind>``;
+``tier_stored_bytes_<kind>``, ``tier_evicted_blocks_<kind>``, ``tier_dropped_blocks_<kind>``,
+``tier_capacity_blocks_<kind>`` (a kind's tiers summed over the replicas);
 and ``tier_loads``, ``tier_load_ms_mean`` / ``_p50`` / ``_p99`` (the load time on the TTFT
 path of the requests that loaded).
 """
@@ -50,6 +51,7 @@ def tier_summary(requests: pd.DataFrame, net: TierNet) -> dict[str, float | int 
         out[f"tier_stored_bytes_{kind}"] = sum(net.stored_bytes[t] for t in ids)
         out[f"tier_evicted_blocks_{kind}"] = sum(net.stores[t].evicted for t in ids)
         out[f"tier_dropped_blocks_{kind}"] = sum(net.stores[t].dropped for t in ids)
+        out[f"tier_capacity_blocks_{kind}"] = sum(net.stores[t].capacity for t in ids)
     loads = requests["tier_load_ms"].dropna().to_numpy()
     out["tier_loads"] = len(loads)
     for name, value in (("mean", np.mean), ("p50", np.median), ("p99", None)):

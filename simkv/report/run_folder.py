@@ -113,7 +113,9 @@ def load_run(run_dir: Path) -> RunFolder:
     steps = read_table(paths["steps"], STEP_COLUMNS)
     itl = read_table(paths["itl"], _ITL_COLUMNS)
     replicas = _read_replicas(run_dir / REPLICAS_FILE) if config.get("fleet") else None
-    frames = RunFrames(requests, steps, itl)
+    tiers_path = frame_path(run_dir, "tiers")  # (a run with KV offload tiers)
+    tiers = read_table(tiers_path, ("time_s", "tier", "blocks")) if tiers_path else None
+    frames = RunFrames(requests, steps, itl, tiers=tiers)
     return RunFolder(run_dir, config_text, config, summary, frames, replicas)
 
 

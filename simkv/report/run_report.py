@@ -42,6 +42,7 @@ from simkv.report.disagg_figures import disagg_cards, disagg_figure_blocks
 from simkv.report.distribution_figures import distribution_blocks
 from simkv.report.replica_table import replica_headers, replica_rows
 from simkv.report.run_folder import RunFolder, load_run
+from simkv.report.tier_figures import tier_cards, tier_figure_blocks
 from simkv.report.verdict import verdict_lines
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ def summary_cards(run: RunFolder) -> list[Card]:
         *_cache_cards(run),
         *_fleet_cards(run),
         *disagg_cards(run),
+        *tier_cards(run),
     ]
 
 
@@ -201,6 +203,7 @@ def run_figures(run: RunFolder) -> list[FigureBlock]:
         *_cache_figures(run, binned, steps),
         *_fleet_figures(run),
         *disagg_figure_blocks(run, coarse),
+        *tier_figure_blocks(run, coarse),
     ]  # fmt: skip
 
 
