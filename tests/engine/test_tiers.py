@@ -162,3 +162,23 @@ def test_shipped_config_keeps_every_invariant(tmp_path: Path, eviction: str) -> 
     out = simulate(cfg, Path("configs"), check_invariants=True)
     assert out.summary["tier_loads"] > 0 and out.summary["tier_hit_requests_disk"] > 0
     assert (out.requests["status"] == "finished").all()
+
+
+def test_a_fleet_shares_its_remote_tier(tmp_path: Path) -> None:
+    # two replicas behind round robin, no tier of their own, one remote tier: A runs on
+    # replica 0 and its blocks are stored in the remote tier (ready at 25 ms); A2 (60 ms)
+    # goes to replica 1, whose HBM never saw them, and loads them from the remote tier
+    cfg = _config(tmp_path, [], [(0, 1, 13), (60, 1, 13)])
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    data["fleet"] = {
+        "router": {"kind": "round_robin"},
+        "replicas": [{"name": "r", "count": 2}],
+        "remote_tier": {"kind": "remote", "capacity_blocks": 8, **FAST},
+    }
+    requests, summary = _run(SimConfig.model_validate(data), tmp_path)
+    a2 = requests.loc[1]
+    assert a2["replica"] == 1 and a2["hit_tokens_remote"] == 12
+    _close(a2["tier_load_end_s"], 62 * MS)
+    _close(a2["first_token_s"], 73 * MS)
+    assert summary["tier_stored_bytes_remote"] == 3 * BLOCK_BYTES
+    assert summary["tier_loaded_bytes_remote"] == 3 * BLOCK_BYTES
