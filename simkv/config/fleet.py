@@ -68,6 +68,19 @@ class ShortestQueueTokensRouter(Frozen):
     kind: Literal["shortest_queue_tokens"]
 
 
+class TierHitWeights(Frozen):
+    """What a cached prompt token is worth to a prefix-aware router by where it lives: HBM,
+    or a KV tier it must be loaded from first (:mod:`simkv.config.tiers`), as Dynamo's router
+    credits host and disk hits with their own weights and llm-d's KV-cache manager scores a
+    CPU-resident block 0.8 of a GPU one. The disk and remote defaults are simkv's ordering
+    (each slower to load than the tier above), not a measurement: sweep them."""
+
+    hbm: float = Field(1.0, ge=0, le=1, description="an HBM hit (needs no load)")
+    cpu: float = Field(0.8, ge=0, le=1, description="a CPU-tier hit (llm-d: 0.8)")
+    disk: float = Field(0.5, ge=0, le=1, description="a disk-tier hit (simkv's choice)")
+    remote: float = Field(0.3, ge=0, le=1, description="a remote-tier hit (simkv's choice)")
+
+
 class PrefixAwareRouter(Frozen):
     """SGLang router's cache-aware policy (sgl-router ``CacheAwarePolicy``, defaults of its
     ``launch_router.py``): when the load is imbalanced — outstanding requests
@@ -85,6 +98,11 @@ class PrefixAwareRouter(Frozen):
     )
     balance_rel_threshold: float = Field(
         1.0001, ge=1, le=1e6, description="max/min outstanding ratio of imbalance (SGLang)"
+    )
+    tier_weights: TierHitWeights | None = Field(
+        None,
+        description="score a replica's cached prefix by where it lives (HBM, then each KV "
+        "tier, each token times its weight); None: HBM hits only",
     )
 
 
@@ -117,6 +135,10 @@ class WeightedRouter(Frozen):
 
     kind: Literal["weighted"]
     weights: ScorerWeights = ScorerWeights()
+    tier_weights: TierHitWeights | None = Field(
+        None, description="the prefix scorer's tokens weighted by where they live (as "
+        "prefix_aware's); None: HBM hits only",
+    )  # fmt: skip
 
 
 RouterConfig = Annotated[

@@ -181,9 +181,14 @@ class Engine:
         scheduler would hit them at admission (0 without prefix caching)."""
         return self.scheduler.cached_prefix_tokens(partial(self.intake.seq, i, now, now))
 
+    def prefix_sources(self, i: int, now: float) -> dict[str, int]:
+        """Tokens of request ``i``'s prompt in HBM (``hbm``) and after them in each KV tier
+        (by kind), as its scheduler would find them at admission."""
+        return self.scheduler.prefix_sources(partial(self.intake.seq, i, now, now))
+
     def busy(self) -> bool:
         """Whether this engine has requests (queued, running, or delivered and not admitted)."""
-        return bool(self._inbox) or self.scheduler.has_work() or self._handing_over()
+        return bool(self._inbox) or self.scheduler.has_work() or self.scheduler.awaiting_kv()
 
     def wake_up(self) -> None:
         """An idle engine resumes its step process now (nothing happens otherwise)."""
@@ -259,7 +264,7 @@ class Engine:
                 if plan.preempted:
                     self._guard.watch(plan, rec, start, sched)
                     continue  # the preemptions freed memory: schedule again at the same time
-                if sched.has_work() and not self._handing_over():
+                if sched.has_work() and not sched.awaiting_kv():  # (else KV in flight)
                     raise stalled(start, sched)
                 if (rec.num_done if self.fleet is None else self.fleet.num_done()) == total:
                     return
@@ -292,10 +297,6 @@ class Engine:
                 sched.breakdown()  # every waste category >= 0
             if self.progress is not None and rec.num_steps % 512 == 0:
                 self.progress(rec.num_done, total)
-
-    def _handing_over(self) -> bool:
-        """Whether blocks are held for KV in flight (``Scheduler.awaiting_kv``)."""
-        return self.scheduler.awaiting_kv()
 
     def _idle(self) -> Generator[simpy.Event, None, None]:
         """Nothing to run: wait for the next arrival batch (exactly when it fires) or, with

@@ -22,7 +22,7 @@ A replica is read only through its public surface (:class:`Replica`, which
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -44,6 +44,9 @@ class Replica(Protocol):
         """Tokens of request ``i``'s prompt in the replica's prefix cache (whole blocks, as
         its scheduler would hit them at admission; 0 without prefix caching)."""
         ...
+
+    def prefix_sources(self, i: int, now: float) -> dict[str, int]:
+        """Tokens of request ``i``'s prompt in HBM (``hbm``) and after them in each KV tier."""
 
 
 class FleetView:
@@ -81,10 +84,19 @@ class FleetView:
         """Prompt length of request ``i``, tokens."""
         return self._prompt[i]
 
-    def prefix_tokens(self, i: int, now: float) -> list[int]:
+    def prefix_tokens(
+        self, i: int, now: float, weights: Mapping[str, float] | None = None
+    ) -> list[float]:
         """Tokens of request ``i``'s prompt cached on each replica (whole blocks, as the
-        replica's scheduler would hit them at admission; 0 without prefix caching)."""
-        return [replica.cached_prefix_tokens(i, now) for replica in self.replicas]
+        replica's scheduler would hit them at admission; 0 without prefix caching). With
+        ``weights`` (tier kind, or ``hbm``, to weight), the tokens found in HBM and in each KV
+        tier after them, each times its weight (:mod:`simkv.engine.tiers`)."""
+        if weights is None:
+            return [replica.cached_prefix_tokens(i, now) for replica in self.replicas]
+        return [
+            sum(weights.get(kind, 0.0) * n for kind, n in replica.prefix_sources(i, now).items())
+            for replica in self.replicas
+        ]
 
     def _live(self) -> Loads:
         outstanding, tokens, usage = [], [], []

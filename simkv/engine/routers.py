@@ -134,12 +134,16 @@ class PrefixAware:
     the least loaded); else the longest cached prefix when it covers more than
     ``cache_threshold`` of the prompt (ties: fewer outstanding, lower index); else the
     least-used KV pool (SGLang: the replica with the smallest tree). SGLang's router matches
-    its own approximate tree of routed text; here the replicas' real prefix caches."""
+    its own approximate tree of routed text; here the replicas' real prefix caches. With
+    ``tier_weights`` a prefix is scored by where it lives: HBM hits, then each KV tier's
+    (:class:`~simkv.config.fleet.TierHitWeights`), each token times its weight."""
 
     def __init__(self, cfg: Frozen, rng: np.random.Generator, workload: Workload) -> None:
         if not isinstance(cfg, PrefixAwareRouter):
             raise TypeError(cfg)
         self.cfg = cfg
+        weights = cfg.tier_weights
+        self.tier_weights = None if weights is None else weights.model_dump()
 
     def choose(self, i: int, now: float, view: FleetView) -> int:
         cfg = self.cfg
@@ -147,7 +151,7 @@ class PrefixAware:
         most, least = max(outstanding), min(outstanding)
         if most - least > cfg.balance_abs_threshold and most > cfg.balance_rel_threshold * least:
             return argmin(outstanding)
-        hits = view.prefix_tokens(i, now)
+        hits = view.prefix_tokens(i, now, self.tier_weights)
         best = min(range(view.size), key=lambda r: (-hits[r], outstanding[r]))
         if hits[best] > cfg.cache_threshold * view.prompt_tokens(i):
             return best
@@ -192,6 +196,8 @@ class Weighted:
         if not isinstance(cfg, WeightedRouter):
             raise TypeError(cfg)
         self.w = cfg.weights
+        weights = cfg.tier_weights
+        self.tier_weights = None if weights is None else weights.model_dump()
 
     def choose(self, i: int, now: float, view: FleetView) -> int:
         w = self.w
@@ -205,6 +211,6 @@ class Weighted:
                 scores = [s + weight for s in scores]
         prompt = view.prompt_tokens(i)
         if w.prefix and prompt:
-            hits = view.prefix_tokens(i, now)
+            hits = view.prefix_tokens(i, now, self.tier_weights)
             scores = [s + w.prefix * h / prompt for s, h in zip(scores, hits, strict=True)]
         return min(range(view.size), key=lambda r: -scores[r])

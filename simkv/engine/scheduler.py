@@ -58,6 +58,7 @@ class Scheduler(Protocol):
     def cached_prefix_tokens(self, probe: Callable[[], Seq]) -> int: ...
     def stall_advice(self) -> str: ...
     def awaiting_kv(self) -> bool: ...
+    def prefix_sources(self, probe: Callable[[], Seq]) -> dict[str, int]: ...
 
     @property
     def supports_forks(self) -> bool: ...
@@ -306,6 +307,14 @@ class SchedulerBase:
         """Tokens of a request's prompt in the KV memory's prefix cache, as admission would
         hit them (0 without prefix caching); ``probe`` builds the request (never admitted)."""
         return self.kv.cached_prefix_tokens(probe)
+
+    def prefix_sources(self, probe: Callable[[], Seq]) -> dict[str, int]:
+        """Tokens of a request's prompt in the prefix cache (``hbm``) and, after them, in each
+        kind of KV tier, as admission would find them; ``probe`` builds the request."""
+        tiers = self.tiers
+        if tiers is None:
+            return {"hbm": self.cached_prefix_tokens(probe)}
+        return tiers.sources(probe())
 
     def lazy_decode(self, on: bool) -> None:
         """Run the decode fast path (:mod:`simkv.engine.lazy`) or not; only policies that

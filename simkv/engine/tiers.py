@@ -97,6 +97,16 @@ class ReplicaTiers:
                 break
         return parts
 
+    def sources(self, seq: Seq) -> dict[str, int]:
+        """Tokens of a waiting ``seq``'s prompt in HBM (``hbm``) and after them in each kind
+        of tier, as its admission would find them (nothing changes)."""
+        hits = self.kv.prefix.cached_prefix(seq)
+        found = {"hbm": len(hits) * self.block_size}
+        for t, keys in self.lookup(seq, len(hits)):
+            kind = self.net.kinds[t]
+            found[kind] = found.get(kind, 0) + len(keys) * self.block_size
+        return found
+
     def load(
         self, seq: Seq, hits: list[BlockId], parts: list[tuple[int, list[int]]], now: float
     ) -> bool:

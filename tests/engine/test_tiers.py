@@ -182,3 +182,29 @@ def test_a_fleet_shares_its_remote_tier(tmp_path: Path) -> None:
     _close(a2["first_token_s"], 73 * MS)
     assert summary["tier_stored_bytes_remote"] == 3 * BLOCK_BYTES
     assert summary["tier_loaded_bytes_remote"] == 3 * BLOCK_BYTES
+
+
+@pytest.mark.parametrize(("weights", "replica"), [(None, 1), ({"cpu": 0.8}, 0)])
+def test_a_tier_aware_router_follows_the_prefix_into_the_cpu_tier(
+    tmp_path: Path, weights: dict[str, float] | None, replica: int
+) -> None:
+    # prefix-aware routing over two replicas with a CPU tier each: A and B run on replica 0
+    # (idle ties go to the lower index), B evicting A's blocks from its HBM; C (55 ms) keeps
+    # replica 0's pool half used. A2 (60 ms) hits no HBM: by HBM hits alone it goes to the
+    # less used replica 1; counting CPU-tier hits (12 tokens × 0.8 > half its prompt) it goes
+    # where A's blocks are
+    rows = [(0, 1, 13), (30, 2, 13), (55, 3, 5), (60, 1, 13)]
+    cfg = _config(tmp_path, [_cpu(capacity_blocks=16)], rows)  # (room for C's output blocks)
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    router: dict[str, Any] = {"kind": "prefix_aware"}
+    if weights is not None:
+        router["tier_weights"] = weights
+    data["fleet"] = {"router": router, "replicas": [{"name": "r", "count": 2}]}
+    trace = tmp_path / "trace.jsonl"
+    lines = trace.read_text().splitlines()
+    lines[2] = lines[2].replace('"output_length": 1', '"output_length": 20')
+    trace.write_text("\n".join(lines) + "\n")
+    requests, _ = _run(SimConfig.model_validate(data), tmp_path)
+    assert list(requests["replica"].iloc[:3]) == [0, 0, 0]
+    assert requests.loc[3, "replica"] == replica
+    assert requests.loc[3, "hit_tokens_cpu"] == (12 if replica == 0 else 0)
