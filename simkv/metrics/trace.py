@@ -24,6 +24,9 @@ microseconds from 0 (``ts``, ``dur``). Two processes:
   ``prefill_replica``): tracks per decode replica holding each remotely prefilled request's
   ``kv held r<id>`` and ``kv transfer r<id>`` spans (:mod:`simkv.metrics.trace_transfers`),
   for the requests given request tracks; ``otherData.kv_transfers`` counts them.
+* ``KV tier loads`` (pid 4), in a trace of a run with KV offload tiers: tracks per replica
+  holding each request's ``tier load r<id>`` span (its wait for KV from the tiers), with the
+  tokens each tier supplied; ``otherData.tier_loads`` counts them.
 
 A :class:`TraceWindow` keeps only what overlaps ``[from_s, to_s]`` (steps, markers, and the
 requests present then) and at most ``limit`` request tracks.
@@ -48,7 +51,7 @@ import pandas as pd
 from simkv.metrics.files import frame_path, read_frames
 from simkv.metrics.recorder import RunFrames
 from simkv.metrics.spans import NONE, Phase, by_request, request_phases
-from simkv.metrics.trace_transfers import transfer_events
+from simkv.metrics.trace_transfers import tier_load_events, transfer_events
 from simkv.outputs import write_file
 
 TRACE_FILE = "trace.json"
@@ -243,6 +246,11 @@ def trace_document(frames: RunFrames, window: TraceWindow | None = None) -> dict
             present, window.limit, window.from_s, window.to_s
         )
         requests += transfers
+    if "tier_load_start_s" in present.columns:  # a run with KV tiers: its loads
+        loads, other["tier_loads"] = tier_load_events(
+            present, window.limit, window.from_s, window.to_s
+        )
+        requests += loads
     return {"traceEvents": steps + requests, "displayTimeUnit": "ms", "otherData": other}
 
 

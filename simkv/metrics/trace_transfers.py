@@ -1,4 +1,5 @@
-"""The KV transfers of a disaggregated fleet in its trace (:mod:`simkv.metrics.trace`).
+"""The KV transfers of a disaggregated fleet, and the loads from KV offload tiers, in its trace
+(:mod:`simkv.metrics.trace`).
 
 One process, ``KV transfers`` (pid :data:`TRANSFERS_PID`), with the tracks of each decode
 replica (``to replica r``), in replica order. For each remotely prefilled request
@@ -23,6 +24,8 @@ import pandas as pd
 
 TRANSFERS_PID = 3
 """The process of the KV transfers (beside the engine's 1 and the requests' 2)."""
+LOADS_PID = 4
+"""The process of the KV-tier loads."""
 _US = 1e6  # trace times are microseconds
 
 
@@ -72,14 +75,52 @@ def _lane(free_at: list[float], start_s: float, end_s: float) -> int:
     return len(free_at) - 1
 
 
-def _meta(tid: int | None, name: str) -> dict[str, Any]:
+def tier_load_events(
+    requests: pd.DataFrame, limit: int, from_s: float | None = None, to_s: float | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """The KV-tier loads process (pid :data:`LOADS_PID`, ``KV tier loads``): per replica,
+    tracks ``into replica r`` (lanes as above) with a ``tier load r<id>`` span from each
+    load's start to its end (``tier_load_start_s`` → ``tier_load_end_s``, :mod:`simkv.metrics.
+    tiers`), ``args`` the tokens each tier supplied; for the ``limit`` earliest arrivals whose
+    load overlaps ``[from_s, to_s]``. Returns (events, loads shown)."""
+    first = requests.sort_values("arrival_s", kind="stable").head(limit)
+    start, end = first["tier_load_start_s"].to_numpy(), first["tier_load_end_s"].to_numpy()
+    keep = np.isfinite(start + end)
+    if from_s is not None:
+        keep &= end >= from_s
+    if to_s is not None:
+        keep &= start <= to_s
+    kinds = [c for c in first.columns if c.startswith("hit_tokens_")]
+    if "replica" not in first.columns:
+        first = first.assign(replica=0)
+    loads = first[keep].sort_values(["replica", "tier_load_start_s", "req_id"], kind="stable")
+    events: list[dict[str, Any]] = [_meta(None, "KV tier loads", LOADS_PID)]
+    tracks: dict[tuple[int, int], int] = {}
+    free_at: dict[int, list[float]] = {}
+    for row in loads.to_dict("records"):
+        r, begin, done = int(row["replica"]), row["tier_load_start_s"], row["tier_load_end_s"]
+        lane = _lane(free_at.setdefault(r, []), begin, done)
+        if (r, lane) not in tracks:
+            tracks[r, lane] = len(tracks) + 1
+            name = f"into replica {r}" + (f" · lane {lane + 1}" if lane else "")
+            events.append(_meta(tracks[r, lane], name, LOADS_PID))
+        args = {k.removeprefix("hit_"): int(row[k]) for k in kinds if row[k]}
+        events.append(_span(tracks[r, lane], f"tier load r{int(row['req_id'])}", begin, done,
+                            args, LOADS_PID))  # fmt: skip
+    return events, len(loads)
+
+
+def _meta(tid: int | None, name: str, pid: int = TRANSFERS_PID) -> dict[str, Any]:
     kind = "process_name" if tid is None else "thread_name"
-    event: dict[str, Any] = {"ph": "M", "pid": TRANSFERS_PID, "name": kind, "args": {"name": name}}
+    event: dict[str, Any] = {"ph": "M", "pid": pid, "name": kind, "args": {"name": name}}
     if tid is not None:
         event["tid"] = tid
     return event
 
 
-def _span(tid: int, name: str, start_s: float, end_s: float, args: dict[str, int]) -> dict:
-    return {"ph": "X", "pid": TRANSFERS_PID, "tid": tid, "name": name, "ts": start_s * _US,
+def _span(
+    tid: int, name: str, start_s: float, end_s: float, args: dict[str, int],
+    pid: int = TRANSFERS_PID,
+) -> dict[str, Any]:  # fmt: skip
+    return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": start_s * _US,
             "dur": (end_s - start_s) * _US, "args": args}  # fmt: skip
