@@ -90,6 +90,22 @@ def test_config_workload_marks_its_hbm_pool(tmp_path):
     assert table["hit_rate"].iloc[-1] > 0.5
 
 
+def test_config_tiers_are_marked_below_its_hbm_pool(tmp_path):
+    # 40 blocks less the null block in HBM, then a CPU tier of 100 blocks and a disk of 1000:
+    # each mark is the capacity of everything above it
+    cfg = tmp_path / "tiers.yaml"
+    tiers = ("tiers: [{kind: cpu, capacity_blocks: 100}, "
+             "{kind: disk, capacity_blocks: 1000, medium: nvme_gen4}]")  # fmt: skip
+    text = CONFIG.replace("prefix_caching: hash}", f"prefix_caching: hash, {tiers}}}")
+    assert text != CONFIG
+    cfg.write_text(text)
+    result = runner.invoke(app, ["cache-curve", str(cfg), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "HBM pool (39 blocks)" in result.output
+    assert "+ cpu tier (139 blocks)" in result.output
+    assert "+ disk tier (1,139 blocks)" in result.output
+
+
 def test_with_outputs_caches_answers_of_a_multi_turn_config(tmp_path):
     cfg = tmp_path / "chat.yaml"
     cfg.write_text(CONFIG.replace(CONFIG[CONFIG.index("workload:") : CONFIG.index("model:")], CHAT))

@@ -78,11 +78,20 @@ def _mark(text: str, block_bytes: int | None) -> tuple[str, int]:
     return name.strip(), int(value * _UNIT_BYTES[unit] // block_bytes)
 
 
-def _hbm_mark(cfg: SimConfig, fleet: bool) -> tuple[str, int]:
-    """The usable KV blocks of one engine's config (of a fleet: one replica)."""
+def _config_marks(cfg: SimConfig, fleet: bool) -> list[tuple[str, int]]:
+    """The usable KV blocks of one engine's config (of a fleet: one replica) and, below
+    them, what each of its KV tiers adds (a tier holds blocks HBM evicted or never held: the
+    capacities add up, HBM + CPU, then + disk)."""
     from simkv.run.sizing import kv_sizing, usable_blocks
 
-    return "HBM pool, one replica" if fleet else "HBM pool", usable_blocks(cfg, kv_sizing(cfg))
+    sizing = kv_sizing(cfg)
+    total = usable_blocks(cfg, sizing)
+    marks = [("HBM pool, one replica" if fleet else "HBM pool", total)]
+    block_bytes = sizing.block_size * cfg.model.kv_bytes_per_token
+    for tier in cfg.kv_cache.tiers:
+        total += tier.blocks(block_bytes)
+        marks.append((f"+ {tier.kind} tier", total))
+    return marks
 
 
 def cache_curve(
@@ -101,7 +110,9 @@ def cache_curve(
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option(help="Run config: its model, dtype, block size; its HBM pool is marked."),
+        typer.Option(
+            help="Run config: its model, dtype, block size; its HBM pool and KV tiers are marked."
+        ),
     ] = None,
     mark: Annotated[
         list[str] | None,
@@ -153,7 +164,9 @@ def cache_curve(
         default_size = KVCacheConfig.model_fields["block_size"].default
         size = engine.kv_cache.block_size if engine is not None else block_size or default_size
         block_bytes = None if spec is None else size * spec.kv_bytes_per_token
-        marks = [] if engine is None or cfg is None else [_hbm_mark(engine, cfg.fleet is not None)]
+        marks = (
+            [] if engine is None or cfg is None else _config_marks(engine, cfg.fleet is not None)
+        )
         marks += [_mark(text, block_bytes) for text in mark or []]
         outputs = workload.output_tokens if with_outputs else None
         curve = prefix_cache_curve(workload.content, size, outputs)
