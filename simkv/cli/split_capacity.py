@@ -59,13 +59,13 @@ def split_capacity(
         planned = plan_splits(config, sets, budget)
         out_dir = out or Path("reports") / f"{name}-splits"
         each = expected_simulations(opts.rate_min, opts.rate_max, opts.tolerance, opts.per_round)
-        _print_plan(planned, each)
         try:
             with (
                 ray_held(opts.executor, jobs=opts.jobs, ray_address=opts.ray_address),
                 new_output(out_dir, Kind.CAPACITY, force=force) as staging,
                 stderr_rounds(f"splits {name}", each * len(planned)) as step,
             ):
+                _print_plan(planned, each)
                 results = find_splits(
                     config, sets, staging.path, opts, planned, budget, rate_rounds(step)
                 )

@@ -5,7 +5,7 @@ order (the colocated fleets last, hatched), at its goodput per GPU (top panel) a
 per cost (req/s per $/h, bottom panel, same x). The SLO-passing region is marked: a split whose
 rate search found a rate meeting the SLOs stands on a pale green band, one that met none (or
 whose run failed) on a grey band with a grey cross at zero; the best split carries a star. The
-x labels are ``p:d`` replicas (``p×tp:d×tp`` when the TP degrees differ from 1), at most
+x labels are ``p:d`` replicas (``p×tpT:d×tpT`` when the TP degrees differ from 1), at most
 :data:`MAX_LABELS` of them (every k-th beyond that; the table lists them all).
 """
 
@@ -71,7 +71,7 @@ def splits_figure(bars: list[SplitBar], currency_unit: str | None) -> Drawn:
     step = -(-len(bars) // MAX_LABELS)
     axes[-1].set_xticks(x[::step], [b.label for b in bars][::step], rotation=90, fontsize=7)
     axes[-1].set_xlim(-0.6, len(bars) - 0.4)
-    axes[-1].set_xlabel(axis_label("split: prefill:decode replicas", "count"))
+    axes[-1].set_xlabel(axis_label("split", "prefill:decode replicas"))
     handles = _legend()
     legend_beside(axes[0], handles=handles, labels=[h.get_label() for h in handles])
     notes = () if step == 1 else (f"every {step}th split labelled (the table lists all)",)

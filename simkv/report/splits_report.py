@@ -39,14 +39,14 @@ def _num(value: float | None, prefix: str = "") -> str:
 
 
 def _label(row: dict[str, Any]) -> str:
-    """``p:d`` (``p×tp:d×tp`` when a degree is not 1); ``colocated n`` (``n×tp``)."""
+    """``p:d`` (``p×tpT:d×tpT`` when a degree is not 1); ``colocated n`` (``n×tpT``)."""
     tp_p, tp_d = row.get("tp_prefill", 1), row.get("tp_decode", 1)
     tp = tp_p != 1 or tp_d != 1
     if row["colocated"]:
-        return f"colocated {row['decode_replicas']}" + (f"×{tp_d}" if tp else "")
+        return f"colocated {row['decode_replicas']}" + (f"×tp{tp_d}" if tp else "")
     if not tp:
         return f"{row['prefill_replicas']}:{row['decode_replicas']}"
-    return f"{row['prefill_replicas']}×{tp_p}:{row['decode_replicas']}×{tp_d}"
+    return f"{row['prefill_replicas']}×tp{tp_p}:{row['decode_replicas']}×tp{tp_d}"
 
 
 def headline(splits: dict[str, Any]) -> str:
