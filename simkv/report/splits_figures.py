@@ -74,7 +74,7 @@ def splits_figure(bars: list[SplitBar], currency_unit: str | None) -> Drawn:
     axes[-1].set_xlabel(axis_label("split", "prefill:decode replicas"))
     handles = _legend()
     legend_beside(axes[0], handles=handles, labels=[h.get_label() for h in handles])
-    notes = () if step == 1 else (f"every {step}th split labelled (the table lists all)",)
+    notes = () if step == 1 else (f"one split in {step} labelled (the table lists all)",)
     return Drawn(fig, notes)
 
 
