@@ -75,7 +75,7 @@ def test_no_split_meeting_says_so_and_the_page_is_deterministic(tmp_path: Path) 
 
 def test_a_folder_of_another_search_is_refused(tmp_path: Path) -> None:
     (tmp_path / "splits.json").write_text('{"search": "rate"}')
-    with pytest.raises(InputError, match="expected the splits.json of a split search"):
+    with pytest.raises(InputError, match=r"expected the splits\.json of a split search"):
         render_splits_report(tmp_path)
 
 
