@@ -5,7 +5,7 @@ order (the colocated fleets last, hatched), at its goodput per GPU (top panel) a
 per cost (req/s per $/h, bottom panel, same x). The SLO-passing region is marked: a split whose
 rate search found a rate meeting the SLOs stands on a pale green band, one that met none (or
 whose run failed) on a grey band with a grey cross at zero; the best split carries a star. The
-x labels are ``p:d`` replicas (``p×tpT:d×tpT`` when the TP degrees differ from 1), at most
+x labels are ``p:d`` replicas (``p×tpT:d×tpT`` on every bar when some TP degree is not 1), at most
 :data:`MAX_LABELS` of them (every k-th beyond that; the table lists them all).
 """
 

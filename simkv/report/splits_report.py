@@ -38,10 +38,9 @@ def _num(value: float | None, prefix: str = "") -> str:
     return "—" if value is None else f"{prefix}{value:.3g}"
 
 
-def _label(row: dict[str, Any]) -> str:
-    """``p:d`` (``p×tpT:d×tpT`` when a degree is not 1); ``colocated n`` (``n×tpT``)."""
-    tp_p, tp_d = row.get("tp_prefill", 1), row.get("tp_decode", 1)
-    tp = tp_p != 1 or tp_d != 1
+def _label(row: dict[str, Any], tp: bool) -> str:
+    """``p:d`` (with ``tp``: ``p×tpT:d×tpT``); ``colocated n`` (``n×tpT``)."""
+    tp_p, tp_d = row["tp_prefill"], row["tp_decode"]
     if row["colocated"]:
         return f"colocated {row['decode_replicas']}" + (f"×tp{tp_d}" if tp else "")
     if not tp:
@@ -129,7 +128,8 @@ def render_splits_report(folder: Path) -> str:
         raise InputError("expected the splits.json of a split search", file=path)
     currency = splits.get("currency", "USD")
     priced = splits.get("price_per_gpu_hour") is not None
-    bars = [SplitBar(_label(row), row["colocated"], row["goodput_per_gpu"],
+    tp = any(row["tp_prefill"] != 1 or row["tp_decode"] != 1 for row in splits["splits"])
+    bars = [SplitBar(_label(row, tp), row["colocated"], row["goodput_per_gpu"],
                      row["goodput_per_cost"], row["name"] == splits["best"])
             for row in splits["splits"]]  # fmt: skip
     unit = money_unit(currency)

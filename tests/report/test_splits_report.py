@@ -90,3 +90,9 @@ def test_many_splits_label_one_in_k_without_overlaps() -> None:
         assert len(labels) == 33 <= MAX_LABELS and labels[:2] == ["1×tp2:98×tp1", "4×tp2:95×tp1"]
         assert text_overlaps(drawn.figure) == []
     assert drawn.notes == ("one split in 3 labelled (the table lists all)",)
+
+
+def test_every_label_names_the_tp_degrees_when_one_is_not_1(tmp_path: Path) -> None:
+    page = render_splits_report(write_splits_folder(tmp_path / "s"))
+    for label in ("1×tp1:3×tp1", "1×tp1:1×tp2", "colocated 5×tp1", "colocated 2×tp2"):
+        assert f"<!-- {label} -->" in page, label
