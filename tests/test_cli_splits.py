@@ -98,3 +98,11 @@ def test_bad_split_options_are_one_line(
     line = one_error(["capacity", str(CONFIG), *args, "--out", str(tmp_path / "o")], place)
     assert words in line
     assert not (tmp_path / "o").exists()
+
+
+def test_a_ray_address_where_nothing_listens_is_one_line_before_any_split(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    args = ["capacity", str(CONFIG), "--gpus", "2", "--executor", "ray", "--ray-address",
+            "127.0.0.1:1", "--out", str(tmp_path / "o")]  # fmt: skip
+    assert "no ray cluster answers at 127.0.0.1:1" in one_error(args, "--ray-address")
+    assert not (tmp_path / "o").exists()
