@@ -4,6 +4,8 @@ splits of a GPU budget, a money budget and both, TP degrees per side, and bad bu
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simkv.capacity.split_plan import (
     Budget,
@@ -98,3 +100,41 @@ def test_prices_name_both_sides_or_one_for_both() -> None:
     assert parse_prices("2.5") == (2.5, 2.5) and parse_prices("3,2") == (3.0, 2.0)
     assert parse_tp_list("1,2", "--tp-prefill") == (1, 2)
     check_budget(Budget(gpus=2))  # a GPU budget alone needs no price
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    gpus=st.one_of(st.none(), st.integers(2, 40)),
+    per_hour=st.one_of(st.none(), st.floats(1.0, 60.0)),
+    prices=st.tuples(st.floats(0.5, 5.0), st.floats(0.5, 5.0)),
+    tps=st.tuples(st.sampled_from([(1,), (2,), (1, 2), (4, 1)]),
+                  st.sampled_from([(1,), (2,), (2, 1)])),
+)  # fmt: skip
+def test_every_split_fits_the_budget_and_no_side_could_grow(
+    gpus: int | None, per_hour: float | None, prices: tuple[float, float],
+    tps: tuple[tuple[int, ...], tuple[int, ...]],
+) -> None:  # fmt: skip
+    budget = Budget(gpus if per_hour is not None else gpus or 8, per_hour, prices, *tps)
+
+    def fits(prefill_gpus: int, decode_gpus: int) -> bool:
+        cost = prefill_gpus * prices[0] + decode_gpus * prices[1]
+        return (budget.gpus is None or prefill_gpus + decode_gpus <= budget.gpus) and (
+            per_hour is None or cost <= per_hour * (1 + 1e-9))  # fmt: skip
+
+    try:
+        splits = plan_splits(CONFIG, [], budget)
+    except InputError as err:
+        refusals = ("fit no prefill replica", "more than 256 GPUs", "splits planned, at most")
+        assert any(words in err.message for words in refusals), err.message
+        return
+    for s in splits:
+        p_gpus, d_gpus = s.prefill * s.tp_prefill, s.decode * s.tp_decode
+        assert s.gpus == p_gpus + d_gpus and fits(p_gpus, d_gpus), s
+        assert not fits(p_gpus, d_gpus + s.tp_decode), f"{s.name}: one more decode replica fits"
+        assert s.cost_per_hour == pytest.approx(p_gpus * prices[0] + d_gpus * prices[1])
+    for tp_p in tps[0]:
+        for tp_d in tps[1]:
+            found = [s.prefill for s in splits if s.prefill and (s.tp_prefill, s.tp_decode) ==
+                     (tp_p, tp_d)]  # fmt: skip
+            p_all = [p for p in range(1, 257) if fits(p * tp_p, tp_d)]
+            assert found == p_all, (tp_p, tp_d)
