@@ -22,6 +22,7 @@ from simkv.cli.common import (
 if TYPE_CHECKING:
     from simkv.capacity.split_plan import Budget, Split
     from simkv.capacity.splits import SplitResult
+    from simkv.outputs import Staging
 
 
 def split_budget(
@@ -78,6 +79,12 @@ def split_capacity(
             typer.echo(interrupted_search(out_dir), err=True)
             raise typer.Exit(code=130) from None
     _print_results(results, budget)
+    _print_end(failed, staging, out_dir)
+
+
+def _print_end(failed: list[SplitResult], staging: Staging, out_dir: Path) -> None:
+    """Each failed split's first failure, then the files written (or the folder kept aside);
+    exit 1 when a split failed."""
     for r in failed:
         failure = shown_failure(r.found.failure, staging, out_dir)
         if failure is not None:
