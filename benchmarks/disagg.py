@@ -34,7 +34,7 @@ import yaml
 from doc_blocks import markdown_table
 
 from simkv.capacity.run import CapacityOptions
-from simkv.capacity.splits import best, find_splits, plan_splits
+from simkv.capacity.splits import Budget, best, find_splits, plan_splits
 from simkv.outputs import write_file
 from simkv.run import load_config, simulate
 
@@ -117,8 +117,9 @@ def distserve(folder: Path, requests: int) -> tuple[list[list[str]], list[str]]:
     rows, verdicts = [], []
     for scale in SCALES:
         path = _distserve_config(folder, requests, scale)
-        splits = plan_splits(path, [], BUDGET)
-        results = find_splits(path, [], folder / f"x{scale:g}", opts, splits, BUDGET)
+        budget = Budget(gpus=BUDGET)
+        splits = plan_splits(path, [], budget)
+        results = find_splits(path, [], folder / f"x{scale:g}", opts, splits, budget)
         top = best(results)
         colocated = next(r for r in results if r.split.prefill == 0)
         for r in results:

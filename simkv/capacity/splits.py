@@ -1,14 +1,14 @@
-"""The prefill:decode split of a GPU budget that serves the most requests within the SLOs
-(``simkv capacity CONFIG --gpus N`` on a config with prefill and decode groups).
+"""The prefill:decode split of a budget that serves the most requests within the SLOs
+(``simkv capacity CONFIG --gpus N`` or ``--budget-per-hour B``, on a config with prefill and
+decode groups).
 
-Every split of the budget is a config of its own: ``p`` prefill and ``d`` decode replicas
-with ``p × tp_prefill + d × tp_decode ≤ N`` and ``d`` the most that fit beside ``p`` (a GPU
-left over cannot host another decode replica), ``p`` from 1 while a decode replica still fits;
-and, in the same comparison, the colocated fleet of the budget: the decode group's engine as
-``mixed`` replicas, ``N // tp_decode`` of them, without ``disaggregation``. Each runs the rate
-search of :func:`simkv.capacity.run.find_capacity` (the highest offered rate meeting every
-SLO) in its own folder; a split's goodput per GPU is that rate over the GPUs it uses. The best
-split is the highest goodput per GPU (ties: fewer GPUs, then the earlier split).
+Every split the budget buys (:func:`simkv.capacity.split_plan.plan_splits`: prefill and decode
+replicas and their TP degrees, and the colocated fleets) runs the rate search of
+:func:`simkv.capacity.run.find_capacity` (the highest offered rate meeting every SLO) in its own
+folder. A split's goodput per GPU is that rate over the GPUs it uses; with prices, its goodput
+per cost is that rate over its cost per hour (req/s per $/h). The best split is the highest
+goodput per cost when the budget is money, else per GPU (ties: fewer GPUs, then the earlier
+split); the factor over colocated is its goodput over the best colocated fleet's, same unit.
 """
 
 from __future__ import annotations
@@ -19,61 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from simkv.capacity.run import CapacityOptions, CapacityResult, RoundFn, find_capacity
-from simkv.errors import InputError
+from simkv.capacity.split_plan import MAX_BUDGET, Budget, Split, plan_splits
+from simkv.config.fleet_options import DEFAULT_CURRENCY
 from simkv.outputs import write_file
-from simkv.run import load_config
 
-MAX_BUDGET = 256
-"""Most GPUs of a split search (each split is a rate search of its own)."""
-
-
-@dataclass(frozen=True)
-class Split:
-    """One way to spend the budget: its folder name, replicas per side (0 prefill: the
-    colocated fleet of ``decode`` mixed replicas), GPUs used and the ``--set`` items."""
-
-    name: str
-    prefill: int
-    decode: int
-    gpus: int
-    sets: tuple[str, ...]
-
-
-def plan_splits(config: Path, sets: list[str], budget: int) -> list[Split]:
-    """The splits of ``budget`` GPUs for ``config`` (module docstring); :class:`InputError`
-    unless its fleet is one prefill and one decode group and a split fits."""
-    if not 2 <= budget <= MAX_BUDGET:
-        raise InputError(f"expected 2..{MAX_BUDGET} GPUs, got {budget}", field="--gpus")
-    cfg = load_config(config, sets)
-    fleet = cfg.fleet
-    roles = [] if fleet is None else [group.role for group in fleet.replicas]
-    if sorted(roles) != ["decode", "prefill"] or fleet is None:
-        raise InputError(
-            "needs a fleet of one prefill and one decode group (role: prefill, role: decode)",
-            field="--gpus",
-        )
-    kp, kd = roles.index("prefill"), roles.index("decode")
-    groups = cfg.group_configs()
-    tp_p, tp_d = (groups[k].parallel.tensor_parallel for k in (kp, kd))
-    out = []
-    for p in range(1, budget + 1):
-        d = (budget - p * tp_p) // tp_d
-        if d < 1:
-            break
-        counts = (f"fleet.replicas.{kp}.count={p}", f"fleet.replicas.{kd}.count={d}")
-        out.append(Split(f"p{p}-d{d}", p, d, p * tp_p + d * tp_d, counts))
-    if not out:
-        raise InputError(
-            f"{budget} GPUs fit no prefill replica (TP {tp_p}) beside a decode one (TP {tp_d})",
-            field="--gpus",
-        )
-    n = budget // tp_d
-    colocated = fleet.replicas[kd].model_dump(mode="json", exclude_none=True)
-    colocated.update(role="mixed", count=n, name="colocated")
-    out.append(Split(f"colocated-{n}", 0, n, n * tp_d, (
-        "fleet.disaggregation=null", f"fleet.replicas=[{json.dumps(colocated)}]",
-    )))  # fmt: skip
-    return out
+__all__ = ["MAX_BUDGET", "Budget", "Split", "SplitResult", "best", "find_splits", "plan_splits"]
+SPLITS_FILE = "splits.json"
+"""The search's answer and every split's, in the output folder."""
 
 
 @dataclass(frozen=True)
@@ -95,38 +47,75 @@ class SplitResult:
         rate = self.rate
         return None if rate is None else rate / self.split.gpus
 
+    @property
+    def goodput_per_cost(self) -> float | None:
+        """Requests/s within the SLOs per unit of money per hour (None without prices)."""
+        rate, cost = self.rate, self.split.cost_per_hour
+        return None if rate is None or not cost else rate / cost
 
-def best(results: list[SplitResult]) -> SplitResult | None:
-    """The highest goodput per GPU (ties: fewer GPUs, then the earlier split)."""
-    scored = [(-(r.goodput_per_gpu or 0.0), r.split.gpus, i, r)
-              for i, r in enumerate(results) if r.goodput_per_gpu is not None]  # fmt: skip
+
+def _score(result: SplitResult, by_cost: bool) -> float | None:
+    return result.goodput_per_cost if by_cost else result.goodput_per_gpu
+
+
+def best(results: list[SplitResult], by_cost: bool = False) -> SplitResult | None:
+    """The highest goodput per GPU (``by_cost``: per cost; ties: fewer GPUs, then the earlier
+    split); None when no split meets the SLOs."""
+    scored = [(-(_score(r, by_cost) or 0.0), r.split.gpus, i, r)
+              for i, r in enumerate(results) if _score(r, by_cost) is not None]  # fmt: skip
     return min(scored, key=lambda item: item[:3])[3] if scored else None
+
+
+def over_colocated(results: list[SplitResult], by_cost: bool = False) -> float | None:
+    """The best split's score over the best colocated fleet's (None: either has none, or the
+    best is colocated itself)."""
+    top = best(results, by_cost)
+    home = best([r for r in results if r.split.prefill == 0], by_cost)
+    if top is None or home is None or top.split.prefill == 0:
+        return None
+    return (_score(top, by_cost) or 0.0) / (_score(home, by_cost) or 1.0)
 
 
 def find_splits(
     config: Path, sets: list[str], out: Path, opts: CapacityOptions, splits: list[Split],
-    budget: int, on_round: RoundFn | None = None,
+    budget: Budget, on_round: RoundFn | None = None,
 ) -> list[SplitResult]:  # fmt: skip
-    """Run the rate search of each of ``splits`` (:func:`plan_splits` of ``budget`` GPUs)
-    into ``out/<split name>``; write ``out/splits.json``."""
+    """Run the rate search of each of ``splits`` (:func:`plan_splits` of ``budget``) into
+    ``out/<split name>``; write ``out/splits.json``."""
     results = []
     for split in splits:
         found = find_capacity(config, [*sets, *split.sets], out / split.name, opts, on_round)
         results.append(SplitResult(split, found))
-    write_file(out / "splits.json", json.dumps(_record(results, budget), indent=2) + "\n")
+    text = json.dumps(record(results, budget, opts), indent=2) + "\n"
+    write_file(out / SPLITS_FILE, text)
     return results
 
 
-def _record(results: list[SplitResult], budget: int) -> dict[str, Any]:
-    top = best(results)
+def record(results: list[SplitResult], budget: Budget, opts: CapacityOptions) -> dict[str, Any]:
+    """splits.json: the budget, the best split, the factor over colocated, every split."""
+    by_cost = budget.per_hour is not None
+    top = best(results, by_cost)
     return {
-        "search": "splits", "gpus": budget,
+        "search": "splits", "gpus": budget.gpus, "budget_per_hour": budget.per_hour,
+        "currency": DEFAULT_CURRENCY, "price_per_gpu_hour": None if budget.prices is None
+        else {"prefill": budget.prices[0], "decode": budget.prices[1]},
+        "tp_prefill": None if budget.tp_prefill is None else list(budget.tp_prefill),
+        "tp_decode": None if budget.tp_decode is None else list(budget.tp_decode),
+        "rate_min": opts.rate_min, "rate_max": opts.rate_max,
+        "ranked_by": "goodput_per_cost" if by_cost else "goodput_per_gpu",
         "best": None if top is None else top.split.name,
-        "splits": [{
-            "name": r.split.name, "prefill_replicas": r.split.prefill,
-            "decode_replicas": r.split.decode, "gpus": r.split.gpus,
-            "colocated": r.split.prefill == 0, "outcome": r.found.search.outcome,
-            "answer_rate": r.rate, "goodput_per_gpu": r.goodput_per_gpu,
-            "set": list(r.split.sets),
-        } for r in results],
+        "over_colocated": over_colocated(results, by_cost),
+        "splits": [_row(r) for r in results],
+    }  # fmt: skip
+
+
+def _row(r: SplitResult) -> dict[str, Any]:
+    return {
+        "name": r.split.name, "prefill_replicas": r.split.prefill,
+        "decode_replicas": r.split.decode, "tp_prefill": r.split.tp_prefill,
+        "tp_decode": r.split.tp_decode, "gpus": r.split.gpus,
+        "cost_per_hour": r.split.cost_per_hour, "colocated": r.split.prefill == 0,
+        "outcome": r.found.search.outcome, "meets": r.rate is not None,
+        "answer_rate": r.rate, "goodput_per_gpu": r.goodput_per_gpu,
+        "goodput_per_cost": r.goodput_per_cost, "set": list(r.split.sets),
     }  # fmt: skip

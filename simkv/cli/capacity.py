@@ -76,11 +76,32 @@ def capacity(
             "prefill and decode groups) with the most goodput per GPU, and colocated."
         ),
     ] = None,
+    budget_per_hour: Annotated[
+        float | None,
+        typer.Option(
+            help="Instead, or with --gpus: the splits whose GPUs cost at most this per hour "
+            "(at --price-per-gpu-hour), ranked by goodput per cost."
+        ),
+    ] = None,
+    price_per_gpu_hour: Annotated[
+        str | None,
+        typer.Option(
+            help="Your price of a GPU-hour (USD), or prefill,decode prices: per-cost "
+            "goodput of the splits."
+        ),
+    ] = None,
+    tp_prefill: Annotated[
+        str | None, typer.Option(help="TP degrees the split search tries for prefill: 1,2.")
+    ] = None,
+    tp_decode: Annotated[
+        str | None, typer.Option(help="TP degrees the split search tries for decode: 1,2.")
+    ] = None,
     force: ForceOption = False,
 ) -> None:
     """Find the highest offered rate meeting the config's SLOs (p99 of each set objective);
     with --at-rate, the fewest replicas meeting them at that rate; with --options too, the
-    cheapest fleet among the options; with --gpus, the best prefill:decode split."""
+    cheapest fleet among the options; with --gpus or --budget-per-hour, the best
+    prefill:decode split."""
     from simkv.capacity.run import CapacityOptions, check_min_good, find_capacity
     from simkv.capacity.search import expected_simulations
     from simkv.outputs import Kind, new_output
@@ -119,10 +140,13 @@ def capacity(
     opts = CapacityOptions(
         rate_min=rate_min, rate_max=rate_max, tolerance=tolerance, per_round=per_round, **runs
     )
-    if gpus is not None:
-        from simkv.cli.split_capacity import split_capacity
+    split = (gpus, budget_per_hour, price_per_gpu_hour, tp_prefill, tp_decode)
+    if any(value is not None for value in split):
+        from simkv.cli.split_capacity import split_budget, split_capacity
 
-        split_capacity(ctx, config, set_ or [], opts, gpus, out, force)
+        with input_errors(ctx):
+            budget = split_budget(*split)
+        split_capacity(ctx, config, set_ or [], opts, budget, out, force)
         return
     with input_errors(ctx):
         check_min_good(min_good)
@@ -175,7 +199,7 @@ RATE_ONLY = ("rate_min", "rate_max", "tolerance")
 """Options of the rate search alone."""
 COUNT_ONLY = ("count_min", "count_max", "options")
 """Options of the replica-count search (``--at-rate``) alone."""
-SPLIT_ONLY = ("gpus",)
+SPLIT_ONLY = ("gpus", "budget_per_hour", "price_per_gpu_hour", "tp_prefill", "tp_decode")
 """Options of the prefill:decode split search alone (never with ``--at-rate``)."""
 
 

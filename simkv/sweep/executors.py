@@ -25,6 +25,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Literal, Protocol, TypeVar
@@ -219,3 +220,23 @@ def make_executor(
         f"unknown executor {kind!r}; choose one of {', '.join(EXECUTOR_KINDS)}",
         field="--executor",
     )
+
+
+@contextmanager
+def ray_held(
+    kind: str, *, jobs: int | None = None, ray_address: str | None = None
+) -> Iterator[None]:
+    """For a command of many searches (the split search): with ``kind`` ray, ray started once
+    for all of them (each search's :class:`RayExecutor` then uses it as is) and shut down at the
+    end, instead of once per round; nothing for the other executors."""
+    if kind != "ray":
+        yield
+        return
+    pool = make_executor(kind, jobs=jobs, ray_address=ray_address)
+    ray = import_ray()
+    started = isinstance(pool, RayExecutor) and pool._start(ray)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()

@@ -3,8 +3,8 @@ to a couple of hundred requests) and for a comparison report, laid out at a typi
 window, no two texts of a figure overlap (tick labels, axis labels, titles, legends, notes), no
 text is cut by its figure's edge, nothing is wider than the page, no legend covers a plotted
 line, no table cell wraps a word, and a run's SLO verdict shows its summary's numbers
-(:mod:`tests.report.page_checks`). A comparison with a measured run and a cache-curve page
-are measured too.
+(:mod:`tests.report.page_checks`). A comparison with a measured run, a cache-curve page and a
+split-search page are measured too.
 
 Figures are inline SVG with text drawn as paths; matplotlib puts each text in a ``<g
 id="…text_N">`` group (with the text in a comment), so the boxes measured are those groups'
@@ -28,12 +28,14 @@ from simkv.report.cache_curve_report import CurveSetup, write_cache_curve
 from simkv.report.compare_real import compare_with_measured, write_comparison
 from simkv.report.conventions import format_ms, slo_line
 from simkv.report.run_report import render_comparison_report, write_run_report
+from simkv.report.splits_report import write_splits_report
 from simkv.run import load_config, simulate, write_run
 from simkv.workload.content import PromptContent
 from tests.conftest import ROOT
 from tests.report.chromium import chromium_tab, page_problems, require_chromium
 from tests.report.page_checks import ANSWERS_JS, LEGEND_JS, WRAP_JS
 from tests.report.test_compare_report import simulate_replay, write_measured_folder
+from tests.report.test_splits_report import write_splits_folder
 
 CONFIGS = sorted(
     path
@@ -97,8 +99,9 @@ def _run_and_report(path: Path, out: Path) -> Path:
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """The run report of every shipped config, then a comparison of the first two runs, a
-    comparison with a measured run (``simkv compare``) and a cache-curve page (the runs are
-    simulated and reported two at a time: forked workers, results in config order)."""
+    comparison with a measured run (``simkv compare``), a cache-curve page and a split-search
+    page (the runs are simulated and reported two at a time: forked workers, results in config
+    order)."""
     root = tmp_path_factory.mktemp("layout")
     run_dirs = [root / f"{path.parent.name}-{path.stem}" for path in CONFIGS]
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -113,7 +116,9 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     curve = prefix_cache_curve(PromptContent.from_lists(prompts, range(30, 330)), 16)
     setup = CurveSetup("trace t.jsonl", "llama-3-8b", 2 * 2**20, (("HBM pool", 300),))
     curve_page = write_cache_curve(curve, setup, root / "curve")[1]
-    return [run_dir / "report.html" for run_dir in run_dirs] + [compare, real_page, curve_page]
+    splits_page = write_splits_report(write_splits_folder(root / "splits"))
+    pages = [compare, real_page, curve_page, splits_page]
+    return [run_dir / "report.html" for run_dir in run_dirs] + pages
 
 
 def _broken_page(folder: Path) -> Path:
@@ -166,7 +171,7 @@ def test_no_text_overlaps_and_nothing_wider_than_the_page(
                 found += _verdict_problems(page, json.loads(tab.value(ANSWERS_JS)))
         tab.open(_broken_page(tmp_path))
         legend_hits, wraps = json.loads(tab.value(LEGEND_JS)), json.loads(tab.value(WRAP_JS))
-    assert len(pages) == len(CONFIGS) + 3 == 28
+    assert len(pages) == len(CONFIGS) + 4 == 29
     assert found == [], "\n".join(found)
     assert len(legend_hits) >= 1 and "broken: legend" in legend_hits[0], legend_hits
     assert wraps == ['t: "r1-9718c1a5f4f6"'], wraps

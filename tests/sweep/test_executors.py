@@ -10,7 +10,13 @@ import time
 import pytest
 
 from simkv.errors import InputError
-from simkv.sweep.executors import ProcessExecutor, SerialExecutor, make_executor
+from simkv.sweep.executors import (
+    ProcessExecutor,
+    RayExecutor,
+    SerialExecutor,
+    make_executor,
+    ray_held,
+)
 from simkv.sweep.pool import map_isolated
 
 
@@ -78,3 +84,31 @@ def test_ray_missing_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InputError) as err:
         make_executor("ray", jobs=2)
     assert str(err.value) == "--executor: the ray executor needs ray: pip install -e '.[ray]'"
+
+
+class _FakeRay:
+    """Just what :func:`ray_held` and a ray executor's start call: init, shutdown, state."""
+
+    def __init__(self) -> None:
+        self.up, self.inits, self.shutdowns = False, 0, 0
+
+    def is_initialized(self) -> bool:
+        return self.up
+
+    def init(self, **_: object) -> None:
+        self.up, self.inits = True, self.inits + 1
+
+    def shutdown(self) -> None:
+        self.up, self.shutdowns = False, self.shutdowns + 1
+
+
+def test_ray_held_starts_ray_once_for_every_search_inside(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _FakeRay()
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with ray_held("ray", jobs=2):
+        for _ in range(3):  # each search's executor finds ray up and leaves it up
+            assert RayExecutor(2)._start(fake) is False  # type: ignore[arg-type]
+    assert (fake.inits, fake.shutdowns, fake.up) == (1, 1, False)
+    monkeypatch.setitem(sys.modules, "ray", None)  # the other executors never import ray
+    with ray_held("process", jobs=2), ray_held("serial"):
+        pass
