@@ -206,6 +206,13 @@ class VllmV0Config(Frozen):
         None, ge=1, description="tokens per prefill step; None = max(max_model_len, 2048)"
     )
     watermark: float = Field(0.01, ge=0, lt=1, description="fraction of GPU blocks kept free")
+    vllm_version: Literal["0.4", "0.6"] | None = Field(
+        None,
+        description="the engine generation whose host costs cost_model.host_era: auto "
+        "applies: 0.4 = vLLM 0.2-0.4 (2023-24), 0.6 = vLLM 0.6 "
+        "(simkv.config.host_eras); the scheduling rules are vLLM 0.6.3's either way. None = "
+        "no era named: the vLLM V1 host costs every config has used",
+    )
 
 
 def v0_budget(cfg: VllmV0Config, max_model_len: int) -> int:
