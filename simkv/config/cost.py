@@ -141,24 +141,25 @@ class RooflineCostConfig(TransferCostConfig):
     )
     step_overhead_ms: OverheadMs = Field(
         0.52,
-        description="ms per step; default: vLLM 0.19's bundled Llama-3.1-8B runs "
-        "(traces/measured, joint fit of the two host overheads: 0.524 ms)",
+        description="ms per step; default (host_era vllm-v1): vLLM 0.19's bundled "
+        "Llama-3.1-8B runs (traces/measured, joint fit of the two host overheads: 0.524 ms); "
+        "vllm-0.6: 3.8, vllm-0.2-0.4: 8.0 (simkv.config.host_eras)",
     )
     seq_overhead_ms: OverheadMs = Field(
         0.0056,
-        description="ms per sequence per step; default: the same joint fit (0.00560 ms; "
-        "the 2023-era vLLM of DistServe's profile: 0.02-0.12 ms)",
+        description="ms per sequence per step; default (vllm-v1): the same joint fit "
+        "(0.00560 ms); vllm-0.2-0.4: 0.020 (DistServe's A100 profile)",
     )
     worker_overhead_ms: OverheadMs = Field(
         0.0,
         description="ms per step per tensor-parallel worker beyond the first: the engine "
         "handing each worker its step (the 2023-era vLLM made one Ray call per worker per "
-        "step); default 0 (not identifiable in the bundled tp-1 runs)",
+        "step); default 0 (not identifiable in the bundled tp-1 runs); vllm-0.2-0.4: 2.0",
     )
     prefill_overhead_ms: OverheadMs = Field(
         0.0,
         description="ms per prefilling sequence per step; default 0 (not identifiable in "
-        "the bundled runs)",
+        "the bundled runs); vllm-0.2-0.4: 1.47",
     )
     output_token_overhead_ms: OverheadMs = Field(
         0.0,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from simkv.config.base import Frozen
 
@@ -213,6 +213,12 @@ class VllmV0Config(Frozen):
         "(simkv.config.host_eras); the scheduling rules are vLLM 0.6.3's either way. None = "
         "no era named: the vLLM V1 host costs every config has used",
     )
+
+    @field_validator("vllm_version", mode="before")
+    @classmethod
+    def _version_as_written(cls, value: object) -> object:
+        """``vllm_version: 0.4`` written unquoted (a YAML float) means "0.4"."""
+        return str(value) if isinstance(value, float) else value
 
 
 def v0_budget(cfg: VllmV0Config, max_model_len: int) -> int:

@@ -77,6 +77,8 @@ def test_auto_follows_the_scheduler() -> None:
     assert auto_era(VllmV0Config(kind="vllm_v0")) == "vllm-v1"  # no version: as before
     assert auto_era(VllmV0Config(kind="vllm_v0", vllm_version="0.4")) == "vllm-0.2-0.4"
     assert auto_era(VllmV0Config(kind="vllm_v0", vllm_version="0.6")) == "vllm-0.6"
+    unquoted = yaml.safe_load("{kind: vllm_v0, vllm_version: 0.4}")
+    assert auto_era(VllmV0Config.model_validate(unquoted)) == "vllm-0.2-0.4"
 
 
 def test_a_run_config_resolves_its_era_and_states_it() -> None:
