@@ -15,10 +15,11 @@ era", shows the arithmetic). A host term with no measurement behind it is 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, TypeVar
 
-if TYPE_CHECKING:
-    from simkv.config.cost import RooflineCostConfig
+from pydantic import BaseModel
+
+Config = TypeVar("Config", bound=BaseModel)
 
 __all__ = ["HOST_ERAS", "HOST_FIELDS", "HostEra", "HostEraDefaults", "auto_era", "era_defaults",
            "with_host_era"]  # fmt: skip
@@ -112,9 +113,10 @@ def era_defaults(data: object) -> object:
     return {**era.values(), **data}
 
 
-def with_host_era(cfg: RooflineCostConfig, era: str) -> RooflineCostConfig:
-    """``cfg`` with ``host_era`` set to ``era`` (not ``auto``) and each host field it does
-    not set itself (``model_fields_set``) at the era's value; idempotent."""
+def with_host_era(cfg: Config, era: str) -> Config:
+    """``cfg`` (a :class:`~simkv.config.cost.RooflineCostConfig`) with ``host_era`` set to
+    ``era`` (not ``auto``) and each host field it does not set itself (``model_fields_set``)
+    at the era's value; idempotent."""
     defaults = HOST_ERAS[era].values()
     update: dict[str, object] = {
         name: value for name, value in defaults.items() if name not in cfg.model_fields_set
