@@ -2,9 +2,9 @@
 module importing simpy.
 
 One SimPy event per engine step (a batched forward pass), never per token. Each step: admit the
-arrived requests, let the scheduler build a plan, price it with the cost model (forward pass +
-swaps + copy-on-write copies), advance simulated time, apply the step (tokens computed and
-sampled, finished requests free their blocks), record one step row.
+requests that have arrived, let the scheduler build a plan, price it with the cost model
+(forward pass + swaps + copy-on-write copies), advance simulated time, apply the step (tokens
+computed, tokens sampled, finished requests free their blocks), record one step row.
 
 Arrival semantics: a request that arrives while a step runs joins at the next step's start; an
 idle engine wakes at the next arrival. In closed-loop sessions, turn k + 1 arrives ``think_s``
