@@ -4,6 +4,7 @@ the scheduler or by name, explicit fields winning, and no host term moving with 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import yaml
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 from simkv.cli import app
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.hardware import load_gpu_preset, load_model_preset
-from simkv.config.host_eras import HOST_ERAS, HOST_FIELDS, auto_era, with_host_era
+from simkv.config.host_eras import HOST_ERAS, HOST_FIELDS, HostEra, auto_era, with_host_era
 from simkv.config.policy import VllmV0Config, VllmV1Config
 from simkv.config.sim import SimConfig
 from simkv.engine.cost_model import RooflineCostModel
@@ -32,6 +33,8 @@ def test_the_v1_era_is_the_field_defaults() -> None:
     """A config without an era prices the host as it always did: the vllm-v1 era."""
     fields = RooflineCostConfig.model_fields
     assert {name: fields[name].default for name in HOST_FIELDS} == HOST_ERAS["vllm-v1"].values()
+    assert set(get_args(HostEra)) == {"auto", *HOST_ERAS}
+    assert all("ms" in era.source for era in HOST_ERAS.values())  # each cites its numbers
 
 
 @pytest.mark.parametrize("era", sorted(HOST_ERAS))
