@@ -322,7 +322,7 @@ class Engine:
         ticks = lane.steps_before_finish()
         checking = self.check_invariants
         plan = StepPlan()  # each step's row; the same object, updated
-        plan.queued_requests = len(sched.waiting)  # (no admission before the run ends)
+        # (nothing waits in a decode run, Scheduler.decode_run: queued_requests stays 0)
         while ticks > 0:
             lane.plan_alone(plan)
             duration = cost.step_time_s(plan)
