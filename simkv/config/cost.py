@@ -112,8 +112,9 @@ class RooflineCostConfig(TransferCostConfig):
     ``attention_efficiency``, ``mixed_gqa_reread``) from its attention layer measured shape by
     shape on the same GPUs (:func:`simkv.calibrate.kernels.fit_attention` on the
     ``attention.csv`` grids there); ``benchmarks/sim_vs_real.py`` prints both fits.
-    Then the two host overheads, jointly to the two vLLM 0.19 Llama-3.1-8B runs bundled under
-    ``traces/measured`` (an RTX 4090 and an RTX PRO 6000 Server Edition), every other knob at its
+    Then the two host overheads (``host_era: vllm-v1``), jointly to the two vLLM 0.19
+    Llama-3.1-8B runs bundled under ``traces/measured`` (an RTX 4090 and an RTX PRO 6000 Server
+    Edition), every other knob at its
     default, from round values chosen before either run was seen
     (``configs/measured/profiles/host_prior.yaml``: 1 ms and 0.02 ms)::
 
