@@ -116,10 +116,13 @@ def era_defaults(data: object) -> object:
 def with_host_era(cfg: Config, era: str) -> Config:
     """``cfg`` (a :class:`~simkv.config.cost.RooflineCostConfig`) with ``host_era`` set to
     ``era`` (not ``auto``) and each host field it does not set itself (``model_fields_set``)
-    at the era's value; idempotent."""
+    at the era's value; ``cfg`` itself when it sets every host field (a calibration profile:
+    no era supplies anything). Idempotent."""
     defaults = HOST_ERAS[era].values()
     update: dict[str, object] = {
         name: value for name, value in defaults.items() if name not in cfg.model_fields_set
     }
+    if not update:
+        return cfg
     update["host_era"] = era
     return cfg.model_copy(update=update)

@@ -72,7 +72,10 @@ def test_an_explicit_era_fills_only_what_the_config_leaves_out() -> None:
     assert (again.host_era, again.step_overhead_ms, again.worker_overhead_ms) == (
         "vllm-0.2-0.4", 1.0, 2.0
     )  # fmt: skip
-    assert with_host_era(again, "vllm-v1") == again.model_copy(update={"host_era": "vllm-v1"})
+    assert with_host_era(again, "vllm-v1") is again  # every host field set: nothing to fill
+    assert (
+        with_host_era(again.model_copy(update={"host_era": "auto"}), "vllm-v1").host_era == "auto"
+    )
 
 
 def test_auto_follows_the_scheduler() -> None:
