@@ -56,6 +56,8 @@ KNOBS: dict[str, tuple[float, float]] = {
     "seq_overhead_ms": (1e-5, 10.0),
     "worker_overhead_ms": (1e-3, 100.0),
     "prefill_overhead_ms": (1e-4, 100.0),
+    "output_token_overhead_ms": (1e-5, 10.0),
+    "queued_request_overhead_ms": (1e-5, 10.0),
     "gemm_efficiency": PHYSICAL["gemm_efficiency"][:2],
     "linear_overlap_exponent": (1.0, 64.0),
     "weight_read_efficiency": PHYSICAL["weight_read_efficiency"][:2],
@@ -107,6 +109,8 @@ _START_IF_ZERO = {
     "worker_overhead_ms": 1.0,
     "seq_overhead_ms": 0.01,
     "prefill_overhead_ms": 0.1,
+    "output_token_overhead_ms": 0.01,
+    "queued_request_overhead_ms": 0.01,
     "nvlink_hop_latency_us": 1.0,
     "pcie_hop_latency_us": 10.0,
 }

@@ -16,10 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from simkv.config.base import Frozen
 from simkv.config.hardware import GpuSpec
+from simkv.config.host_eras import HostEra, era_defaults
 from simkv.config.limits import MIN_EFFICIENCY, ClockMhz, LatencyUs, OverheadMs
 from simkv.errors import InputError
 
@@ -56,7 +57,14 @@ class RooflineCostConfig(TransferCostConfig):
     * ``step_overhead_ms``: fixed per engine step;
     * ``seq_overhead_ms``: per sequence in the batch (input metadata, sampling, detokenising);
     * ``worker_overhead_ms``: per tensor-parallel worker beyond the first (handing it the step);
-    * ``prefill_overhead_ms``: per sequence that computes a prefill chunk in the step.
+    * ``prefill_overhead_ms``: per sequence that computes a prefill chunk in the step;
+    * ``output_token_overhead_ms``: per decode token the step emits (sampling it,
+      detokenising it, checking stop strings: vLLM's output processing);
+    * ``queued_request_overhead_ms``: per request left in the waiting queue when the step
+      launches (a scheduler whose pass grows with its queue).
+
+    ``host_era`` picks their defaults by engine generation (:mod:`simkv.config.host_eras`; a
+    host field the config sets wins); no host term depends on the GPU.
 
     Efficiencies (fractions of the GPU's tensor rate or HBM bandwidth, :data:`Efficiency`):
 
@@ -104,8 +112,9 @@ class RooflineCostConfig(TransferCostConfig):
     ``attention_efficiency``, ``mixed_gqa_reread``) from its attention layer measured shape by
     shape on the same GPUs (:func:`simkv.calibrate.kernels.fit_attention` on the
     ``attention.csv`` grids there); ``benchmarks/sim_vs_real.py`` prints both fits.
-    Then the two host overheads, jointly to the two vLLM 0.19 Llama-3.1-8B runs bundled under
-    ``traces/measured`` (an RTX 4090 and an RTX PRO 6000 Server Edition), every other knob at its
+    Then the two host overheads (``host_era: vllm-v1``), jointly to the two vLLM 0.19
+    Llama-3.1-8B runs bundled under ``traces/measured`` (an RTX 4090 and an RTX PRO 6000 Server
+    Edition), every other knob at its
     default, from round values chosen before either run was seen
     (``configs/measured/profiles/host_prior.yaml``: 1 ms and 0.02 ms)::
 
@@ -123,26 +132,45 @@ class RooflineCostConfig(TransferCostConfig):
     """
 
     kind: Literal["roofline"] = "roofline"
+    host_era: HostEra = Field(
+        "auto",
+        description="engine generation whose host-overhead defaults apply "
+        "(simkv.config.host_eras.HOST_ERAS, docs/cost-model.md): vllm-v1 (vLLM 0.19 fit), "
+        "vllm-0.6 (vLLM's v0.6.0 blog profile), vllm-0.2-0.4 (DistServe's A100 profile); "
+        "overhead fields set in the config win; auto = the scheduler's: vllm_v0 with "
+        "vllm_version 0.4 or 0.6 that era, else vllm-v1",
+    )
     step_overhead_ms: OverheadMs = Field(
         0.52,
-        description="ms per step; default: vLLM 0.19's bundled Llama-3.1-8B runs "
-        "(traces/measured, joint fit of the two host overheads: 0.524 ms)",
+        description="ms per step; default (host_era vllm-v1): vLLM 0.19's bundled "
+        "Llama-3.1-8B runs (traces/measured, joint fit of the two host overheads: 0.524 ms); "
+        "vllm-0.6: 3.8, vllm-0.2-0.4: 8.0 (simkv.config.host_eras)",
     )
     seq_overhead_ms: OverheadMs = Field(
         0.0056,
-        description="ms per sequence per step; default: the same joint fit (0.00560 ms; "
-        "the 2023-era vLLM of DistServe's profile: 0.02-0.12 ms)",
+        description="ms per sequence per step; default (vllm-v1): the same joint fit "
+        "(0.00560 ms); vllm-0.2-0.4: 0.020 (DistServe's A100 profile)",
     )
     worker_overhead_ms: OverheadMs = Field(
         0.0,
         description="ms per step per tensor-parallel worker beyond the first: the engine "
         "handing each worker its step (the 2023-era vLLM made one Ray call per worker per "
-        "step); default 0 (not identifiable in the bundled tp-1 runs)",
+        "step); default 0 (not identifiable in the bundled tp-1 runs); vllm-0.2-0.4: 2.0",
     )
     prefill_overhead_ms: OverheadMs = Field(
         0.0,
         description="ms per prefilling sequence per step; default 0 (not identifiable in "
-        "the bundled runs)",
+        "the bundled runs); vllm-0.2-0.4: 1.47",
+    )
+    output_token_overhead_ms: OverheadMs = Field(
+        0.0,
+        description="ms per decode token a step emits (sampling, detokenising, stop checks); "
+        "default 0 in every era (no bundled measurement separates it from seq_overhead_ms)",
+    )
+    queued_request_overhead_ms: OverheadMs = Field(
+        0.0,
+        description="ms per request in the waiting queue when a step launches (scheduling "
+        "that grows with the queue); default 0 in every era (no bundled measurement has it)",
     )
     gemm_efficiency: Efficiency = Field(
         0.98,
@@ -222,6 +250,14 @@ class RooflineCostConfig(TransferCostConfig):
     small_block_attention_penalty: float = Field(
         0.5, ge=0, le=4, description="exponent of the small-block KV-read slowdown (0 = off), 0..4"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _era_defaults(cls, data: object) -> object:
+        """An explicit ``host_era`` fills the host fields the section leaves out
+        (:func:`~simkv.config.host_eras.era_defaults`); ``auto`` is resolved by the run config,
+        which knows the scheduler."""
+        return era_defaults(data)
 
 
 class UnknownClock(InputError):

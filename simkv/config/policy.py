@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from simkv.config.base import Frozen
 
@@ -206,6 +206,19 @@ class VllmV0Config(Frozen):
         None, ge=1, description="tokens per prefill step; None = max(max_model_len, 2048)"
     )
     watermark: float = Field(0.01, ge=0, lt=1, description="fraction of GPU blocks kept free")
+    vllm_version: Literal["0.4", "0.6"] | None = Field(
+        None,
+        description="the engine generation whose host costs cost_model.host_era: auto "
+        "applies: 0.4 = vLLM 0.2-0.4 (2023-24), 0.6 = vLLM 0.6 "
+        "(simkv.config.host_eras); the scheduling rules are vLLM 0.6.3's either way. None = "
+        "no era named: the vLLM V1 host costs every config has used",
+    )
+
+    @field_validator("vllm_version", mode="before")
+    @classmethod
+    def _version_as_written(cls, value: object) -> object:
+        """``vllm_version: 0.4`` written unquoted (a YAML float) means "0.4"."""
+        return str(value) if isinstance(value, float) else value
 
 
 def v0_budget(cfg: VllmV0Config, max_model_len: int) -> int:

@@ -21,6 +21,7 @@ from simkv.config.cost import CostConfig, RooflineCostConfig
 from simkv.config.disagg import disagg_problems
 from simkv.config.fleet import ENGINE_SECTIONS, MAX_REPLICAS, FleetConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
+from simkv.config.host_eras import auto_era, with_host_era
 from simkv.config.limits import FolderName
 from simkv.config.overrides import set_items, set_items_all
 from simkv.config.policy import (
@@ -119,8 +120,9 @@ class SimConfig(Frozen):
         """Fill the defaults that depend on other sections, so the resolved config states
         them: a vLLM V1 budget, running-request cap and full-prompt reservation left unset
         (``VllmV1Config.max_num_batched_tokens``, ``max_num_seqs``, ``reserve_full_prompt``:
-        the release's default) and the victim policy
-        left unset (``PreemptionConfig.victim``). The model is frozen: the fields are set
+        the release's default), the victim policy left unset (``PreemptionConfig.victim``)
+        and a roofline's ``host_era: auto`` with the host overheads it leaves unset
+        (:func:`~simkv.config.host_eras.auto_era`). The model is frozen: the fields are set
         once, here, before anyone sees it."""
         sched, pre = self.scheduler, self.preemption
         if isinstance(sched, VllmV1Config) and None in (
@@ -135,6 +137,10 @@ class SimConfig(Frozen):
                 "reserve_full_prompt": sched.reserves_full_prompt(),
             }
             object.__setattr__(self, "scheduler", sched.model_copy(update=filled))
+        cost = self.cost_model
+        if self.fleet is None and isinstance(cost, RooflineCostConfig) and cost.host_era == "auto":
+            # the scheduler's host era (a fleet's groups each resolve theirs: group_configs)
+            object.__setattr__(self, "cost_model", with_host_era(cost, auto_era(sched)))
         if pre.victim is None:
             policy = getattr(sched, "policy", "fcfs")
             victim = pre.victim_for(policy)

@@ -57,7 +57,8 @@ class RooflineCostModel(BlockTransfers):
 
         step = host + linear + attention + kv + all-reduce
         host      = step_overhead + (tp − 1) · worker_overhead + seq_overhead · seqs
-                    + prefill_overhead · prefill seqs                    (host_s: no GPU term)
+                    + prefill_overhead · prefill seqs + output_token_overhead · decodes
+                    + queued_request_overhead · queued requests         (host_s: no GPU term)
         linear    = (gemm^p + stream^p)^(1/p),   p = linear_overlap_exponent
         gemm      = GEMM FLOPs / (tp · peak · gemm_eff)
         stream    = streamed weights / (tp · hbm · weight_read_eff)
@@ -114,10 +115,12 @@ class RooflineCostModel(BlockTransfers):
         "_kv_write_per_token_s",
         "_mixed_kv_per_token_s",
         "_num_experts",
+        "_output_s",
         "_overhead_s",
         "_p",
         "_pair_s",
         "_prefill_s",
+        "_queued_s",
         "_seq_s",
         "_weights_s",
     )
@@ -144,6 +147,8 @@ class RooflineCostModel(BlockTransfers):
         self._overhead_s = (cfg.step_overhead_ms + workers_ms) * 1e-3
         self._seq_s = cfg.seq_overhead_ms * 1e-3
         self._prefill_s = cfg.prefill_overhead_ms * 1e-3
+        self._output_s = cfg.output_token_overhead_ms * 1e-3
+        self._queued_s = cfg.queued_request_overhead_ms * 1e-3
         self._gemm_per_token_s = model.gemm_flops_per_token / gemm_rate
         self._gemm_per_seq_s = model.gemm_flops_per_seq / gemm_rate
         input_embedding = 0 if model.tie_word_embeddings else model.vocab_size * model.hidden_size
@@ -207,13 +212,18 @@ class RooflineCostModel(BlockTransfers):
         )
 
     def host_s(self, work: Work) -> float:
-        """The host side of a step (the class docstring's ``overhead``): the engine's
-        scheduling, input preparation and sampling, and handing the tp workers their step.
-        It depends on the engine and the tp degree, never on the GPU."""
+        """The host side of a step (the class docstring's ``host``), in seconds: the engine's
+        scheduling, input preparation, sampling and output processing, and handing the tp
+        workers their step. It depends on the engine (``host_era``) and the tp degree, never
+        on the GPU. A term at 0 is skipped (it adds nothing, not even ``+ 0.0``)."""
         seqs = work.num_seqs
         host_s = self._overhead_s + seqs * self._seq_s
         if work.prefill_tokens:
             host_s += (seqs - work.decode_tokens) * self._prefill_s
+        if self._output_s:
+            host_s += work.decode_tokens * self._output_s
+        if self._queued_s:
+            host_s += work.queued_requests * self._queued_s
         return host_s
 
     def step_time_s(self, work: Work) -> float:

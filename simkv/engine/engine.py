@@ -8,11 +8,10 @@ computed, tokens sampled, finished requests free their blocks), record one step 
 
 Arrival semantics: a request that arrives while a step runs joins at the next step's start; an
 idle engine wakes at the next arrival. In closed-loop sessions, turn k + 1 arrives ``think_s``
-after turn k has left the system (finished, rejected or aborted). An open-loop workload's
-arrivals are pulled by the step process (:mod:`simkv.engine.arrival_feed`: no SimPy event per
-arrival) exactly when the arrival process would deliver them; closed-loop workloads run the
-arrival process (``arrival_feed.ArrivalProcess``, the one a fleet runs too), whose deliveries
-interleave with think-time releases.
+after turn k has left the system (finished, rejected or aborted). The step process pulls an
+open-loop workload's arrivals (:mod:`simkv.engine.arrival_feed`, no SimPy event each) exactly
+when ``arrival_feed.ArrivalProcess``, which closed-loop workloads and fleets run, would deliver
+them (interleaved with think-time releases).
 """
 
 from __future__ import annotations
@@ -45,8 +44,7 @@ ProgressFn = Callable[[int, int], None]
 
 
 class FleetHooks(Protocol):
-    """What an engine that is one replica of a fleet (:class:`simkv.engine.fleet.Fleet`)
-    asks its fleet."""
+    """What a replica of a fleet (:class:`simkv.engine.fleet.Fleet`) asks its fleet."""
 
     def num_done(self) -> int:
         """Requests recorded by the whole fleet (the run ends when all are)."""
@@ -270,6 +268,7 @@ class Engine:
                     return
                 yield from self._idle()
                 continue
+            plan.queued_requests = len(sched.waiting)  # (host cost per queued request)
             if checking:
                 plan.work()  # every count >= 0
             duration = cost.step_time_s(plan)
@@ -322,6 +321,7 @@ class Engine:
         ticks = lane.steps_before_finish()
         checking = self.check_invariants
         plan = StepPlan()  # each step's row; the same object, updated
+        # (nothing waits in a decode run, Scheduler.decode_run: queued_requests stays 0)
         while ticks > 0:
             lane.plan_alone(plan)
             duration = cost.step_time_s(plan)

@@ -46,6 +46,8 @@ class StepWork:
       decode token belongs to one of them).
     * ``prefill_kv_tokens``: the part of ``kv_read_tokens`` the prefill chunks read (their
       ``c``); the rest is read by the decodes.
+    * ``queued_requests``: requests left in the scheduler's waiting queue when the step
+      launches (host work only: a scheduling pass that grows with its queue).
     """
 
     prefill_tokens: int
@@ -54,10 +56,12 @@ class StepWork:
     kv_read_tokens: int
     num_seqs: int
     prefill_kv_tokens: int = 0
+    queued_requests: int = 0
 
     def __post_init__(self) -> None:
         counts = (self.prefill_tokens, self.decode_tokens, self.attention_pairs)
-        if min(*counts, self.kv_read_tokens, self.num_seqs, self.prefill_kv_tokens) < 0:
+        kv = (self.kv_read_tokens, self.prefill_kv_tokens)
+        if min(*counts, *kv, self.num_seqs, self.queued_requests) < 0:
             raise ValueError(f"negative count in {self}")
         if self.prefill_kv_tokens > self.kv_read_tokens:
             raise ValueError(f"prefill_kv_tokens exceeds kv_read_tokens in {self}")
@@ -85,6 +89,8 @@ class Work(Protocol):
     def num_seqs(self) -> int: ...
     @property
     def prefill_kv_tokens(self) -> int: ...
+    @property
+    def queued_requests(self) -> int: ...
 
 
 def chunk_attention_pairs(new_tokens: int, cached_tokens: int) -> int:

@@ -18,7 +18,8 @@ class StepPlan:
     the pass and ``copy_blocks`` are copy-on-write copies; their time adds to the step's.
     ``cohort`` more requests (the scheduler's lazily advanced decode cohort, see
     :mod:`simkv.engine.lazy`) decode one token each; they are counted in the token and
-    attention sums but not listed in ``seqs``.
+    attention sums but not listed in ``seqs``. ``queued_requests`` is the waiting queue's
+    length when the step launches (the engine sets it; host cost only).
     """
 
     seqs: list[Seq]
@@ -34,6 +35,7 @@ class StepPlan:
     preempted: int
     cache_hit_tokens: int
     cohort: int
+    queued_requests: int
 
     def __init__(self) -> None:  # an empty plan (one per step: no dataclass defaults machinery)
         self.seqs = []
@@ -42,6 +44,7 @@ class StepPlan:
         self.kv_read_tokens = self.prefill_kv_tokens = 0
         self.swap_in_blocks = self.swap_out_blocks = 0
         self.copy_blocks = self.preempted = self.cache_hit_tokens = self.cohort = 0
+        self.queued_requests = 0
 
     def add(self, seq: Seq, num_new: int) -> None:
         """Schedule ``num_new`` tokens of ``seq`` after its ``num_computed`` cached ones."""
@@ -124,4 +127,5 @@ class StepPlan:
             kv_read_tokens=self.kv_read_tokens,
             num_seqs=len(self.seqs) + self.cohort,
             prefill_kv_tokens=self.prefill_kv_tokens,
+            queued_requests=self.queued_requests,
         )
