@@ -127,8 +127,15 @@ def _content(
 def _prompts(rows: _Rows, stream_lens: np.ndarray, child_lens: np.ndarray) -> np.ndarray:
     """Prompt tokens of every row."""
     cum = np.concatenate(([0], np.cumsum(stream_lens)))
-    own = np.where(rows.is_child, child_lens[np.maximum(rows.child, 0)], 0)
+    own = _of_children(rows, child_lens, np.zeros(len(rows.start), np.int64))
     return cum[rows.stop] - cum[rows.start] + own
+
+
+def _of_children(rows: _Rows, per_child: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """``others`` with each subagent row's entry replaced by its ``per_child`` value."""
+    out = others.copy()
+    out[rows.is_child] = per_child[rows.child[rows.is_child]]
+    return out
 
 
 def _leading(rows: _Rows, fits: np.ndarray) -> np.ndarray:
@@ -217,8 +224,7 @@ def agentic(
     kept = _leading(rows, prompt <= max_prompt_tokens)
     rows, prompt = rows.keep(kept), prompt[kept]
     _check_size(len(prompt), int((rows.stop - rows.start + rows.is_child).sum()))
-    own = child_output[np.maximum(rows.child, 0)] if len(child_output) else 0
-    answer = np.where(rows.is_child, own, stream_lens[np.minimum(rows.stop, len(stream_lens) - 1)])
+    answer = _of_children(rows, child_output, stream_lens[rows.stop - rows.is_child])
     n = len(prompt)
     return Workload(
         np.asarray(session_arrival_s, np.float64)[rows.session],
