@@ -88,7 +88,7 @@ class AgenticWorkload(Frozen):
         check_size(self.num_sessions, self.duration_s, self.arrival, "num_sessions")
         if self.system_prompt_tokens >= self.max_prompt_tokens:
             raise ValueError(
-                f"system_prompt_tokens ({self.system_prompt_tokens}) must be below "
-                f"max_prompt_tokens ({self.max_prompt_tokens})"
+                f"system_prompt_tokens must be below max_prompt_tokens "
+                f"({self.max_prompt_tokens}), got {self.system_prompt_tokens}"
             )
         return self
