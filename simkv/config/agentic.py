@@ -17,6 +17,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_
 from simkv.config.base import Frozen
 from simkv.config.distributions import ArrivalConfig, LengthConfig, ThinkTimeConfig
 from simkv.config.limits import RequestCount, Tokens
+from simkv.config.sizes import check_size
 
 __all__ = ["AgenticWorkload", "FanoutConfig"]
 
@@ -83,8 +84,6 @@ class AgenticWorkload(Frozen):
 
     @model_validator(mode="after")
     def _one_size(self) -> Self:
-        from simkv.config.workload import check_size
-
         check_size(self.num_sessions, self.duration_s, self.arrival, "num_sessions")
         if self.system_prompt_tokens >= self.max_prompt_tokens:
             raise ValueError(
