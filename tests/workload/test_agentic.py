@@ -149,3 +149,47 @@ def test_each_call_extends_the_previous_prompt_and_answer(seed, probability, blo
 def test_config_rejects(over, message):
     with pytest.raises(ValueError, match=message):
         _cfg(**over)
+
+
+def test_pin_ttl_column_survives_take_and_window_and_is_absent_without_a_hint():
+    w = _build(_cfg(num_sessions=3))
+    assert w.pin_ttl_s is not None and set(w.pin_ttl_s.tolist()) == {300.0}
+    assert w.take(4).pin_ttl_s.tolist() == [300.0] * 4
+    start = float(w.arrival_s[0])
+    assert len(w.between(start, None).pin_ttl_s) == len(w)
+    assert _build(_cfg(pin_ttl_s=None)).pin_ttl_s is None
+    assert "pin_ttl_s" not in _build(_cfg(pin_ttl_s=None)).to_frame()
+
+
+@pytest.mark.parametrize(
+    ("turn", "pin", "message"),
+    [
+        ([0, 0, 1], None, "turn[1] = 0, expected 1"),  # one turn 0 per session
+        ([0, 1, 3], None, "turn[2] = 3, expected 2"),
+        ([0, 1, 1], [1.0, -1.0, 1.0], "pin_ttl_s[1] = -1.0 must be finite and ≥ 0"),
+    ],
+)
+def test_waves_and_pin_ttl_are_checked(turn, pin, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        Workload(
+            np.zeros(3),
+            np.full(3, 10, np.int64),
+            np.full(3, 5, np.int64),
+            np.zeros(3, np.int64),
+            "waves",
+            session_id=np.zeros(3, np.int64),
+            turn=np.array(turn, np.int64),
+            think_s=np.zeros(3),
+            pin_ttl_s=None if pin is None else np.array(pin),
+        )
+
+
+def test_a_repeated_turn_is_a_wave():
+    w = Workload(
+        np.zeros(4), np.full(4, 10, np.int64), np.full(4, 5, np.int64), np.zeros(4, np.int64),
+        "waves", session_id=np.zeros(4, np.int64), turn=np.array([0, 1, 1, 2]),
+        think_s=np.array([0.0, 0.5, 0.25, 1.0]),
+    )  # fmt: skip
+    sessions = Sessions(w)
+    assert sessions.follow_up(0) == [(1, 0.5), (2, 0.25)]
+    assert list(sessions.follow_up(1)) == [] and sessions.follow_up(2) == [(3, 1.0)]
