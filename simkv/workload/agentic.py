@@ -147,6 +147,28 @@ def _leading(rows: _Rows, fits: np.ndarray) -> np.ndarray:
     return misfits == before
 
 
+def _draw_calls(
+    n_sessions: int,
+    calls: LengthSampler,
+    task_tokens: LengthSampler,
+    output_tokens: LengthSampler,
+    tool_s: TimeSampler,
+    tool_output_tokens: LengthSampler,
+    max_task_tokens: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Main calls per session, tasks (clipped to ``max_task_tokens``), then per call: answer,
+    tool time (0 for call 0) and, per later call, tool output; in that draw order."""
+    calls_n = np.asarray(calls(n_sessions), np.int64)
+    _check_size(int(calls_n.sum()), 0)
+    task = np.minimum(np.asarray(task_tokens(n_sessions), np.int64), max_task_tokens)
+    output = np.asarray(output_tokens(int(calls_n.sum())), np.int64)
+    later = _within(calls_n) > 0
+    call_tool_s = np.zeros(len(later), np.float64)
+    call_tool_s[later] = tool_s(int(later.sum()))
+    tool = np.asarray(tool_output_tokens(int(later.sum())), np.int64)
+    return calls_n, task, output, call_tool_s, tool
+
+
 def _draw_children(fanout: Fanout | None, calls: np.ndarray) -> np.ndarray:
     """Subagents of every main call (0 for a session's last call and without a fan-out)."""
     children = np.zeros(int(calls.sum()), np.int64)
@@ -205,16 +227,15 @@ def agentic(
     fan-out choices (calls that may fan out), children (one per fan-out), child tasks and child
     answers (one per child each).
     """
-    n_sessions = len(session_arrival_s)
-    calls_n = np.asarray(calls(n_sessions), np.int64)
-    _check_size(int(calls_n.sum()), 0)
-    room = max_prompt_tokens - system_prompt_tokens
-    task = np.minimum(np.asarray(task_tokens(n_sessions), np.int64), room)
-    output = np.asarray(output_tokens(int(calls_n.sum())), np.int64)
-    later = _within(calls_n) > 0
-    call_tool_s = np.zeros(len(later), np.float64)
-    call_tool_s[later] = tool_s(int(later.sum()))
-    tool = np.asarray(tool_output_tokens(int(later.sum())), np.int64)
+    calls_n, task, output, call_tool_s, tool = _draw_calls(
+        len(session_arrival_s),
+        calls,
+        task_tokens,
+        output_tokens,
+        tool_s,
+        tool_output_tokens,
+        max_prompt_tokens - system_prompt_tokens,
+    )
     children = _draw_children(fanout, calls_n)
     _check_size(int(calls_n.sum() + children.sum()), 0)
     child_lens, child_output = _child_lengths(fanout, int(children.sum()))
