@@ -62,10 +62,12 @@ def hash_id_content(
     counts = np.array([len(ids) for ids in hash_ids], dtype=np.int64)
     tail = prompt - block_tokens * counts  # > 0: tokens after the listed (full) blocks
     top = max((int(ids.max()) for ids in hash_ids if len(ids)), default=-1) + 1
-    lists = [
-        ids if rest <= 0 else np.append(ids, top + len(hash_ids) + i)
-        for i, (ids, rest) in enumerate(zip(hash_ids, tail.tolist(), strict=True))
-    ]
+    lists = hash_ids
+    if (tail > 0).any():  # Bailian rows listing only their full blocks
+        lists = [
+            ids if rest <= 0 else np.append(ids, top + len(hash_ids) + i)
+            for i, (ids, rest) in enumerate(zip(hash_ids, tail.tolist(), strict=True))
+        ]
     counts = counts + (tail > 0)
     seg_ids = np.concatenate(lists) if lists else np.zeros(0, np.int64)
     offsets = np.zeros(len(lists) + 1, np.int64)
