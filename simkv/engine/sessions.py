@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
 from simkv.workload.request import Workload
 
 _NONE: tuple[tuple[int, float], ...] = ()
+
+
+def _has_waves(session_id: np.ndarray, turn: np.ndarray) -> bool:
+    """Whether some session has two requests of one turn (then rows > its last turn + 1)."""
+    _, inverse = np.unique(session_id, return_inverse=True)
+    last_turn = np.zeros(int(inverse.max(initial=-1)) + 1, np.int64)
+    np.maximum.at(last_turn, inverse, turn)
+    return bool((np.bincount(inverse) > last_turn + 1).any())
 
 
 class Sessions:
@@ -19,7 +31,8 @@ class Sessions:
     any request follows another. Invariants: every request of a session but its turn 0 belongs
     to exactly one wave's followers; ``_left[w]`` is the number of wave ``w``'s requests that
     have not left, and a wave's followers are released once, when it reaches 0 (each request
-    must be reported to :meth:`follow_up` once).
+    must be reported to :meth:`follow_up` once). When every wave holds one request (chat
+    sessions), ``_chain`` maps each request straight to its follower instead (one lookup).
     """
 
     def __init__(self, workload: Workload) -> None:
@@ -27,6 +40,7 @@ class Sessions:
         self._wave: dict[int, int] = {}
         self._left: list[int] = []
         self._followers: list[list[int]] = []
+        self._chain: dict[int, tuple[tuple[int, float]]] | None = {}
         if workload.session_id is None or workload.turn is None or workload.think_s is None:
             self.independent: range | list[int] = range(n)
             self._think: list[float] = []
@@ -34,8 +48,25 @@ class Sessions:
             return
         self._think = workload.think_s.tolist()
         self.independent = []
-        self._build(workload.session_id.tolist(), workload.turn.tolist())
-        self.closed_loop = any(self._followers)
+        sessions, turns = workload.session_id.tolist(), workload.turn.tolist()
+        if _has_waves(workload.session_id, workload.turn):
+            self._chain = None
+            self._build(sessions, turns)
+        else:
+            self._build_chain(sessions, turns)
+        self.closed_loop = bool(self._chain) or any(self._followers)
+
+    def _build_chain(self, sessions: list[int], turns: list[int]) -> None:
+        """Chat sessions: each request but a session's last is followed by the next one."""
+        chain: dict[int, tuple[tuple[int, float]]] = {}
+        think, last = self._think, dict[int, int]()
+        for i in range(len(turns)):
+            if turns[i] == 0:
+                self.independent.append(i)
+            else:
+                chain[last[sessions[i]]] = ((i, think[i]),)
+            last[sessions[i]] = i
+        self._chain = chain
 
     def _build(self, sessions: list[int], turns: list[int]) -> None:
         """Waves in array order: a session's row joins its latest wave when the turn repeats,
@@ -58,9 +89,11 @@ class Sessions:
             else:
                 self._followers[before].append(i)
 
-    def follow_up(self, i: int) -> tuple[tuple[int, float], ...] | list[tuple[int, float]]:
+    def follow_up(self, i: int) -> Sequence[tuple[int, float]]:
         """The requests released by request ``i``'s leaving, each with its think time: the next
         wave of its session when ``i`` is the last of its wave to leave, else none."""
+        if self._chain is not None:
+            return self._chain.get(i, _NONE)
         wave = self._wave.get(i)
         if wave is None:
             return _NONE

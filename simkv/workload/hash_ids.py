@@ -59,21 +59,19 @@ def hash_id_content(
     remainder, and tokens beyond the listed blocks form a segment of their own. Request ``i``'s
     output id is ``max hash id + 1 + i``; its own tail segment (if any) ``max hash id + 1 + n
     + i`` for ``n`` requests."""
+    n = len(hash_ids)
     counts = np.array([len(ids) for ids in hash_ids], dtype=np.int64)
+    seg_ids = np.concatenate(hash_ids) if n else np.zeros(0, np.int64)
+    top = int(seg_ids.max()) + 1 if len(seg_ids) else 0
     tail = prompt - block_tokens * counts  # > 0: tokens after the listed (full) blocks
-    top = max((int(ids.max()) for ids in hash_ids if len(ids)), default=-1) + 1
-    lists = hash_ids
-    if (tail > 0).any():  # Bailian rows listing only their full blocks
-        lists = [
-            ids if rest <= 0 else np.append(ids, top + len(hash_ids) + i)
-            for i, (ids, rest) in enumerate(zip(hash_ids, tail.tolist(), strict=True))
-        ]
-    counts = counts + (tail > 0)
-    seg_ids = np.concatenate(lists) if lists else np.zeros(0, np.int64)
-    offsets = np.zeros(len(lists) + 1, np.int64)
+    has_tail = tail > 0
+    if has_tail.any():  # Bailian rows listing only their full blocks: one more segment each
+        ends = np.cumsum(counts)[has_tail]
+        seg_ids = np.insert(seg_ids, ends, top + n + np.flatnonzero(has_tail))
+        counts = counts + has_tail
+    offsets = np.zeros(n + 1, np.int64)
     offsets[1:] = np.cumsum(counts)
     seg_lens = np.full(len(seg_ids), block_tokens, np.int64)
-    last = offsets[1:] - 1
-    seg_lens[last] = np.where(tail > 0, tail, prompt - block_tokens * (counts - 1))
-    output_ids = top + np.arange(len(lists), dtype=np.int64)
+    seg_lens[offsets[1:] - 1] = np.where(has_tail, tail, prompt - block_tokens * (counts - 1))
+    output_ids = top + np.arange(n, dtype=np.int64)
     return PromptContent(seg_ids, seg_lens, offsets, output_ids)
