@@ -1,6 +1,5 @@
 """Workloads: request records, synthetic arrival/length/content generators, and trace readers."""
 
-from simkv.workload.agentic import agentic
 from simkv.workload.build import build_workload
 from simkv.workload.content import PromptContent, block_keys
 from simkv.workload.generators import multi_turn, shared_prefix
@@ -17,7 +16,6 @@ __all__ = [
     "PromptContent",
     "Request",
     "Workload",
-    "agentic",
     "block_keys",
     "build_workload",
     "multi_turn",

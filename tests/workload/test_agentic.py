@@ -193,3 +193,10 @@ def test_a_repeated_turn_is_a_wave():
     sessions = Sessions(w)
     assert sessions.follow_up(0) == [(1, 0.5), (2, 0.25)]
     assert list(sessions.follow_up(1)) == [] and sessions.follow_up(2) == [(3, 1.0)]
+
+
+def test_every_second_call_fans_out():
+    """Calls 1 and 3 (0-based) of 5 fan out: every = 2 divides k + 1; call 4 is the last."""
+    fanout = _cfg().fanout.model_dump()
+    w = _build(_cfg(calls={"kind": "fixed", "value": 5}, fanout={**fanout, "every": 2}))
+    assert w.turn.tolist() == [0, 1, 2, 2, 3, 4, 5, 5, 6]
