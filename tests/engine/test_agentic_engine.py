@@ -4,6 +4,7 @@ the next call waits for all of them, then its tool time (closed loop on the join
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from simkv.config.sim import SimConfig
@@ -58,3 +59,10 @@ def test_children_follow_the_parent_and_the_join_waits_for_all(tmp_path: Path, f
 def test_same_seed_identical_frames(tmp_path: Path):
     a, b = simulate(_cfg(), tmp_path), simulate(_cfg(), tmp_path)
     assert a.requests.equals(b.requests) and a.steps.equals(b.steps)
+
+
+def test_lazy_and_plain_runs_agree_and_invariants_hold(tmp_path: Path):
+    lazy = simulate(_cfg(), tmp_path)
+    plain = simulate(_cfg(), tmp_path, fast_forward=False, check_invariants=True)
+    pd.testing.assert_frame_equal(lazy.requests, plain.requests, check_exact=True)
+    pd.testing.assert_frame_equal(lazy.steps, plain.steps, check_exact=True)
