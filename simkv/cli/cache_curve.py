@@ -1,7 +1,8 @@
 """``simkv cache-curve``: prefix-cache hit rate against cache capacity, every capacity at once.
 
-The prompts come from a trace with content (a Mooncake trace with ``hash_ids``) or from the
-workload of a run config (``shared_prefix``, ``multi_turn``, a trace with content). The model,
+The prompts come from a trace with content (a Mooncake or Qwen-Bailian trace with ``hash_ids``)
+or from the workload of a run config (``shared_prefix``, ``multi_turn``, ``agentic``, a trace
+with content). The model,
 KV dtype and block size come from ``--config`` (whose HBM pool is then marked) or from
 ``--model``/``--dtype``/``--block-size``; marks of other tiers are ``--mark NAME=SIZE``.
 """
@@ -145,8 +146,9 @@ def cache_curve(
         workload, cfg = _workload(trace)
         if workload.content is None:
             message = (
-                "the trace has no prompt content: cache-curve needs a Mooncake trace with "
-                "hash_ids, or a config whose workload has content (shared_prefix, multi_turn)"
+                "the trace has no prompt content: cache-curve needs a Mooncake or Qwen-Bailian "
+                "trace with hash_ids, or a config whose workload has content (shared_prefix, "
+                "multi_turn, agentic)"
             )
             raise InputError(message, file=trace)
         if (config is not None or cfg is not None) and (model or dtype or block_size):

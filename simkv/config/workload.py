@@ -1,7 +1,8 @@
 """Workload configuration: synthetic generators or a trace file, chosen by ``kind``.
 
 Kinds: ``synthetic`` (independent requests), ``shared_prefix`` (shared system prompts),
-``multi_turn`` (closed-loop chat sessions), ``trace`` and ``measured`` (a real engine's measured
+``multi_turn`` (closed-loop chat sessions), ``agentic`` (closed-loop tool-calling sessions with
+subagent fan-out, :mod:`simkv.config.agentic`), ``trace`` and ``measured`` (a real engine's measured
 run, :mod:`simkv.config.measured`).
 
 Arrival processes, length distributions, priorities and think times are in
@@ -24,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from simkv.config.agentic import AgenticWorkload, FanoutConfig
 from simkv.config.base import Frozen
 from simkv.config.distributions import (
     ArrivalConfig,
@@ -34,9 +36,12 @@ from simkv.config.distributions import (
 from simkv.config.limits import MAX_REQUESTS, RequestCount, Tokens
 from simkv.config.measured import MeasuredWorkload
 from simkv.config.policy import traits_of
+from simkv.config.sizes import check_size
 
 __all__ = [
+    "AgenticWorkload",
     "BeamSampling",
+    "FanoutConfig",
     "MeasuredWorkload",
     "MultiTurnWorkload",
     "ParallelSampling",
@@ -48,24 +53,6 @@ __all__ = [
     "WorkloadConfig",
     "check_sampling_scheduler",
 ]
-
-
-def _check_size(
-    count: int | None, duration_s: float | None, arrival: ArrivalConfig, count_name: str
-) -> None:
-    """Exactly one of a count and a duration; a count needs arrivals that never stop; a
-    duration expects at most :data:`MAX_REQUESTS` arrivals."""
-    if (count is None) == (duration_s is None):
-        raise ValueError(f"give exactly one of {count_name} and duration_s")
-    if count is not None and arrival.ends_at_zero_rate:
-        raise ValueError(f"with {count_name}, the arrival schedule must not end at rate 0")
-    expected = arrival.expected_arrivals(duration_s) if duration_s is not None else 0.0
-    if expected > MAX_REQUESTS:
-        raise ValueError(
-            f"duration_s: {duration_s:g} s at the arrival rate expects {expected:.3g} arrivals, "
-            f"more than {MAX_REQUESTS:,} (simkv.config.limits.MAX_REQUESTS): shorten "
-            "duration_s or lower the rate"
-        )
 
 
 class ParallelSampling(Frozen):
@@ -125,7 +112,7 @@ class SyntheticWorkload(Frozen):
 
     @model_validator(mode="after")
     def _one_size(self) -> Self:
-        _check_size(self.num_requests, self.duration_s, self.arrival, "num_requests")
+        check_size(self.num_requests, self.duration_s, self.arrival, "num_requests")
         return self
 
 
@@ -153,7 +140,7 @@ class SharedPrefixWorkload(Frozen):
 
     @model_validator(mode="after")
     def _one_size(self) -> Self:
-        _check_size(self.num_requests, self.duration_s, self.arrival, "num_requests")
+        check_size(self.num_requests, self.duration_s, self.arrival, "num_requests")
         return self
 
 
@@ -178,7 +165,7 @@ class MultiTurnWorkload(Frozen):
 
     @model_validator(mode="after")
     def _one_size(self) -> Self:
-        _check_size(self.num_sessions, self.duration_s, self.arrival, "num_sessions")
+        check_size(self.num_sessions, self.duration_s, self.arrival, "num_sessions")
         return self
 
 
@@ -199,11 +186,12 @@ class TraceColumns(Frozen):
 
 
 class TraceWorkload(Frozen):
-    """Requests read from a trace file (Azure CSV, Mooncake JSONL, lengths-only, generic)."""
+    """Requests read from a trace file (Azure CSV, Mooncake or Qwen-Bailian JSONL, lengths-only,
+    generic)."""
 
     kind: Literal["trace"]
     path: Path = Field(description="trace file; relative to the config file's directory")
-    format: Literal["auto", "azure", "mooncake", "lengths", "generic"] = Field(
+    format: Literal["auto", "azure", "mooncake", "bailian", "lengths", "generic"] = Field(
         "auto", description="file format; auto detects it from the header/keys"
     )
     columns: TraceColumns | None = Field(
@@ -239,6 +227,11 @@ class TraceWorkload(Frozen):
 
 
 WorkloadConfig = Annotated[
-    SyntheticWorkload | SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload | MeasuredWorkload,
+    SyntheticWorkload
+    | SharedPrefixWorkload
+    | MultiTurnWorkload
+    | AgenticWorkload
+    | TraceWorkload
+    | MeasuredWorkload,
     Field(discriminator="kind"),
 ]

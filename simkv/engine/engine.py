@@ -210,8 +210,7 @@ class Engine:
     def _release_follow_ups(self) -> None:
         done = self.recorder.done_ids
         for i in done[self._seen_done :]:
-            follow = self._sessions.follow_up(i)
-            if follow is not None:
+            for follow in self._sessions.follow_up(i):
                 if self.fleet is None:
                     self._follow_up(*follow)
                 else:

@@ -2,7 +2,8 @@
 
 Random draws happen in a fixed order — arrivals, then the kind's own order (synthetic: prompt
 lengths, output lengths, priorities; shared_prefix and multi_turn: see
-:mod:`simkv.workload.generators`) — so the same config and seed always give identical arrays.
+:mod:`simkv.workload.generators`; agentic: :mod:`simkv.workload.agentic`) — so the same config
+and seed always give identical arrays.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from simkv.config.distributions import (
 )
 from simkv.config.limits import MAX_ARRIVAL_S
 from simkv.config.workload import (
+    AgenticWorkload,
     BeamSampling,
     MeasuredWorkload,
     MultiTurnWorkload,
@@ -41,7 +43,7 @@ from simkv.config.workload import (
 )
 from simkv.errors import InputError
 from simkv.measured import read_measured_run
-from simkv.workload import arrivals, generators, lengths
+from simkv.workload import agentic, arrivals, generators, lengths
 from simkv.workload.generators import LengthSampler
 from simkv.workload.replay import measured_workload
 from simkv.workload.request import Workload
@@ -175,6 +177,40 @@ def _sessions(
     )
 
 
+def _agentic(cfg: AgenticWorkload, rng: np.random.Generator, base_dir: Path) -> Workload:
+    arrival_s = _arrivals(cfg.arrival, rng, cfg.num_sessions, cfg.duration_s)
+    fanout = None
+    if cfg.fanout is not None:
+        fan = cfg.fanout
+
+        def fans(k: np.ndarray) -> np.ndarray:
+            drawn = rng.random(len(k)) < fan.probability
+            return drawn if fan.every is None else drawn | (k % fan.every == 0)
+
+        fanout = agentic.Fanout(
+            fans,
+            _lengths(fan.children, rng, base_dir),
+            _lengths(fan.child_tokens, rng, base_dir),
+            _lengths(fan.child_output_tokens, rng, base_dir),
+        )
+    try:
+        return agentic.agentic(
+            arrival_s,
+            calls=_lengths(cfg.calls, rng, base_dir),
+            system_prompt_tokens=cfg.system_prompt_tokens,
+            task_tokens=_lengths(cfg.task_tokens, rng, base_dir),
+            output_tokens=_lengths(cfg.output_tokens, rng, base_dir),
+            tool_s=lambda n: sample_think_s(cfg.tool_s, rng, n),
+            tool_output_tokens=_lengths(cfg.tool_output_tokens, rng, base_dir),
+            fanout=fanout,
+            max_prompt_tokens=cfg.max_prompt_tokens,
+            pin_ttl_s=cfg.pin_ttl_s,
+            source=f"agentic: {len(arrival_s)} sessions, {cfg.arrival.kind} arrivals",
+        )
+    except generators.WorkloadTooLarge as err:
+        raise InputError(str(err), field="workload.calls") from None
+
+
 def _synthetic(cfg: SyntheticWorkload, rng: np.random.Generator, base_dir: Path) -> Workload:
     arrival_s = _arrivals(cfg.arrival, rng, cfg.num_requests, cfg.duration_s)
     n = len(arrival_s)
@@ -240,6 +276,8 @@ def build_workload(cfg: WorkloadConfig, rng: np.random.Generator, base_dir: Path
             workload = _shared_prefix(cfg, rng, base_dir)
         case MultiTurnWorkload():
             workload = _multi_turn(cfg, rng, base_dir)
+        case AgenticWorkload():
+            workload = _agentic(cfg, rng, base_dir)
         case MeasuredWorkload():
             workload = _measured(cfg, base_dir)
         case _:

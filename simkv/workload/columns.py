@@ -14,7 +14,14 @@ import numpy as np
 
 from simkv.workload.content import PromptContent
 
-__all__ = ["COLUMNS", "SAMPLING_COLUMNS", "SESSION_COLUMNS", "WorkloadColumns", "check_columns"]
+__all__ = [
+    "COLUMNS",
+    "RETENTION_COLUMNS",
+    "SAMPLING_COLUMNS",
+    "SESSION_COLUMNS",
+    "WorkloadColumns",
+    "check_columns",
+]
 
 COLUMNS: dict[str, np.dtype] = {
     "arrival_s": np.dtype(np.float64),
@@ -27,6 +34,7 @@ SESSION_COLUMNS: dict[str, np.dtype] = {
     "turn": np.dtype(np.int64),
     "think_s": np.dtype(np.float64),
 }
+RETENTION_COLUMNS: dict[str, np.dtype] = {"pin_ttl_s": np.dtype(np.float64)}
 SAMPLING_COLUMNS: dict[str, np.dtype] = {
     "n_seqs": np.dtype(np.int64),
     "fork_after": np.dtype(np.int64),
@@ -45,6 +53,7 @@ class WorkloadColumns(Protocol):
     session_id: np.ndarray | None
     turn: np.ndarray | None
     think_s: np.ndarray | None
+    pin_ttl_s: np.ndarray | None
     n_seqs: np.ndarray | None
     fork_after: np.ndarray | None
     beam: np.ndarray | None
@@ -68,8 +77,10 @@ def _check_values(w: WorkloadColumns) -> None:
         ("prompt_tokens", w.prompt_tokens < 1, "≥ 1"),
         ("output_tokens", w.output_tokens < 1, "≥ 1"),
     )
-    if w.think_s is not None:
-        checks += (("think_s", ~np.isfinite(w.think_s) | (w.think_s < 0), "finite and ≥ 0"),)
+    for name in ("think_s", "pin_ttl_s"):
+        values = getattr(w, name)
+        if values is not None:
+            checks += ((name, ~np.isfinite(values) | (values < 0), "finite and ≥ 0"),)
     for name, bad, rule in checks:
         if bad.any():
             i = int(np.argmax(bad))
@@ -125,10 +136,13 @@ def _check_sessions(w: WorkloadColumns) -> None:
     starts = np.ones(len(w), dtype=bool)
     starts[1:] = sorted_ids[1:] != sorted_ids[:-1]
     group_start = np.maximum.accumulate(np.where(starts, ranks, 0))
-    expected = np.empty(len(w), np.int64)
-    expected[order] = ranks - group_start
-    bad = w.turn != expected
-    if bad.any():
+    step = w.turn[order]
+    before = np.roll(step, 1)  # the previous row's step, within a session
+    grows = ((step == before) & (step > 0)) | (step == before + 1)  # one turn 0, then waves
+    bad, expected = np.empty(len(w), dtype=bool), np.empty(len(w), np.int64)
+    bad[order] = np.where(starts, step != 0, ~grows)
+    expected[order] = np.where(starts, 0, before + 1)
+    if bad.any():  # a repeated turn (parallel calls of one step) is allowed, hence "expected"
         i = int(np.argmax(bad))
         raise ValueError(
             f"turn[{i}] = {w.turn[i]}, expected {expected[i]}: the turns of session "

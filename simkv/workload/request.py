@@ -2,7 +2,8 @@
 
 A workload stores four numpy columns (about 32 MB per million requests) plus optional ones:
 prompt content identity (:class:`~simkv.workload.content.PromptContent`) for prefix caching,
-``session_id``/``turn``/``think_s`` for closed-loop multi-turn sessions, and
+``session_id``/``turn``/``think_s`` for closed-loop multi-turn sessions, ``pin_ttl_s`` (a
+retention hint), and
 ``n_seqs``/``fork_after``/``beam`` for multi-sequence requests (parallel sampling, tree of
 thought, beam search). :class:`Request`
 values are made on demand when iterating.
@@ -17,7 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simkv.workload.columns import COLUMNS, SAMPLING_COLUMNS, SESSION_COLUMNS, check_columns
+from simkv.workload.columns import (
+    COLUMNS,
+    RETENTION_COLUMNS,
+    SAMPLING_COLUMNS,
+    SESSION_COLUMNS,
+    check_columns,
+)
 from simkv.workload.content import PromptContent
 
 _ITER_CHUNK = 65_536
@@ -63,7 +70,13 @@ class Workload:
       Turn 0 arrives at ``arrival_s``; turn k > 0 arrives ``think_s`` seconds after turn k - 1
       of its session finishes (the engine's job), and its ``arrival_s`` equals its session's
       turn-0 arrival (checked), which keeps ``arrival_s`` sorted and every session inside any
-      time window whole. ``think_s`` of a turn 0 is unused.
+      time window whole. ``think_s`` of a turn 0 is unused. A turn k > 0 may repeat (parallel
+      calls, e.g. an agent's subagents): every row of turn k + 1 then waits until all rows of
+      turn k have finished, and arrives its own ``think_s`` after the last of them
+      (:class:`simkv.engine.sessions.Sessions`).
+    * ``pin_ttl_s`` (float64, finite, ≥ 0): a retention hint per request, seconds to keep its
+      prefix cached after it finishes (as prompt-caching APIs allow), for the KV tiers to
+      honour; the workload's own behaviour does not depend on it.
     * ``n_seqs`` (int64 ≥ 1), ``fork_after`` (int64 ≥ 0) and ``beam`` (bool), all three or
       none (none = one sequence per request): request ``i`` generates ``fork_after[i]`` output
       tokens as one sequence, then forks into ``n_seqs[i]`` sequences that each generate the
@@ -80,13 +93,15 @@ class Workload:
     session_id: np.ndarray | None = None
     turn: np.ndarray | None = None
     think_s: np.ndarray | None = None
+    pin_ttl_s: np.ndarray | None = None
     n_seqs: np.ndarray | None = None
     fork_after: np.ndarray | None = None
     beam: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s) if np.ndim(self.arrival_s) == 1 else -1
-        for name, dtype in {**COLUMNS, **SESSION_COLUMNS, **SAMPLING_COLUMNS}.items():
+        optional = {**SESSION_COLUMNS, **RETENTION_COLUMNS, **SAMPLING_COLUMNS}
+        for name, dtype in {**COLUMNS, **optional}.items():
             values = getattr(self, name)
             if values is None and name not in COLUMNS:
                 continue
@@ -167,7 +182,8 @@ class Workload:
     def to_frame(self) -> pd.DataFrame:
         """One row per request: ``req_id, arrival_s, prompt_tokens, output_tokens, priority``.
 
-        Then, when present: ``session_id, turn, think_s``; ``n_seqs, fork_after, beam``; and
+        Then, when present: ``session_id, turn, think_s``; ``pin_ttl_s``; ``n_seqs,
+        fork_after, beam``; and
         for content ``segments`` (a list of ``(segment_id, length_tokens)`` per row) and
         ``output_id``.
         """
@@ -175,6 +191,8 @@ class Workload:
         data.update({name: np.array(getattr(self, name)) for name in COLUMNS})
         if self.session_id is not None:
             data.update({name: np.array(getattr(self, name)) for name in SESSION_COLUMNS})
+        if self.pin_ttl_s is not None:
+            data["pin_ttl_s"] = np.array(self.pin_ttl_s)
         if self.n_seqs is not None:
             data.update({name: np.array(getattr(self, name)) for name in SAMPLING_COLUMNS})
         frame = pd.DataFrame(data)
@@ -231,7 +249,7 @@ class Workload:
         hi = max(lo, hi)
         sessions = {
             name: None if getattr(self, name) is None else getattr(self, name)[lo:hi]
-            for name in (*SESSION_COLUMNS, *SAMPLING_COLUMNS)
+            for name in (*SESSION_COLUMNS, *RETENTION_COLUMNS, *SAMPLING_COLUMNS)
         }
         return Workload(
             self.arrival_s[lo:hi] - shift_s,

@@ -1,4 +1,5 @@
-"""Trace readers: Azure LLM inference CSV, Mooncake JSONL, lengths-only CSV, generic CSV/JSONL.
+"""Trace readers: Azure LLM inference CSV, Mooncake and Qwen-Bailian JSONL, lengths-only CSV,
+generic CSV/JSONL.
 
 Files are parsed with vectorised pandas/numpy; when a value is bad, the first bad row is located
 and reported as :class:`simkv.errors.InputError` with ``file:line column`` (line = 1-based
@@ -6,12 +7,14 @@ physical line of the file; a CSV header is line 1). Rows are sorted by arrival, 
 Arrival times are seconds: Azure wall-clock stamps become offsets from the earliest stamp;
 Mooncake (ms) and generic arrival columns are kept as relative times, not re-based.
 
-A Mooncake trace with a ``hash_ids`` column also gives prompt content
-(:class:`~simkv.workload.content.PromptContent`): one segment per hash id, 512 tokens each but the
-last, which holds the remainder. A row must therefore have exactly ``ceil(input_length / 512)``
-ids (true of every row of the published synthetic trace), each an integer ≥ 0; output ids are
-``max hash id + 1 + i`` for request ``i``. Without a ``hash_ids`` column, and for other formats,
-``content`` is None.
+A Mooncake or Qwen-Bailian trace with a ``hash_ids`` column also gives prompt
+content (:class:`~simkv.workload.content.PromptContent`, :mod:`simkv.workload.hash_ids`): one
+segment per hash id, 512 (Mooncake) or 16 (Bailian) tokens each but the last, which holds the
+remainder. A Mooncake row must therefore have exactly ``ceil(input_length / 512)`` ids (true of
+every row of the published traces), each an integer ≥ 0; output ids are ``max hash id + 1 + i``
+for request ``i``. Bailian timestamps are seconds; its session fields (``chat_id``,
+``parent_chat_id``, ``turn``, ``type``) are not used: requests replay at their timestamps.
+Without a ``hash_ids`` column, and for other formats, ``content`` is None.
 """
 
 from __future__ import annotations
@@ -27,25 +30,31 @@ import pandas as pd
 from simkv.config.limits import MAX_ARRIVAL_S, MAX_PRIORITY, MAX_TOKENS, MIN_PRIORITY
 from simkv.errors import InputError
 from simkv.tables import Table, read_table
-from simkv.workload.content import PromptContent
+from simkv.workload.hash_ids import (
+    BAILIAN_BLOCK_TOKENS,
+    MOONCAKE_BLOCK_TOKENS,
+    check_hash_counts,
+    hash_id_content,
+    hash_id_lists,
+)
 from simkv.workload.request import Workload
 
-TraceFormat = Literal["auto", "azure", "mooncake", "lengths", "generic"]
+TraceFormat = Literal["auto", "azure", "mooncake", "bailian", "lengths", "generic"]
 #: ``n -> arrival_s`` (n non-decreasing times) for traces read without timestamps.
 ArrivalSampler = Callable[[int], np.ndarray]
 
 AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE = ("timestamp", "input_length", "output_length")
+BAILIAN = ("chat_id", "parent_chat_id", *MOONCAKE)
 SHAREGPT = ("num_prefill_tokens", "num_decode_tokens")
 GENERIC = ("prompt_tokens", "output_tokens")
 _KNOWN = (
-    f"Azure ({', '.join(AZURE)}), Mooncake ({', '.join(MOONCAKE)}), "
+    f"Azure ({', '.join(AZURE)}), Mooncake ({', '.join(MOONCAKE)}), Qwen-Bailian "
+    f"({', '.join(BAILIAN)}), "
     f"ShareGPT lengths ({', '.join(SHAREGPT)}) or generic ({', '.join(GENERIC)})"
 )
 #: Years an Azure ``TIMESTAMP`` may lie in: pandas' nanosecond timestamps end in 1677 and 2262.
 AZURE_YEARS = (1678, 2261)
-#: Tokens covered by one Mooncake hash id.
-MOONCAKE_BLOCK_TOKENS = 512
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,7 @@ class _Rows:
     output_tokens: np.ndarray
     priority: np.ndarray | None = None
     hash_ids: list[np.ndarray] | None = None
+    block_tokens: int = MOONCAKE_BLOCK_TOKENS
 
 
 def _azure_seconds(table: Table) -> np.ndarray:
@@ -119,44 +129,6 @@ def _azure(table: Table, columns: ColumnMap | None) -> _Rows:
     return _Rows(_azure_seconds(table), prompt, table.ints("GeneratedTokens", maximum=MAX_TOKENS))
 
 
-def _hash_id_lists(table: Table) -> list[np.ndarray]:
-    """Column ``hash_ids`` in file order: per row, a list of integer ids ≥ 0 (int64)."""
-    out: list[np.ndarray] = []
-    for row, value in enumerate(table.column("hash_ids").tolist()):
-        if not isinstance(value, list) or not all(type(v) is int for v in value):
-            raise table.fail(row, "hash_ids", "expected a list of integers")
-        if value and not 0 <= min(value) <= max(value) < 2**63:
-            raise table.fail(row, "hash_ids", f"hash ids must be in [0, 2^63), got {value}")
-        out.append(np.asarray(value, dtype=np.int64))
-    return out
-
-
-def _check_hash_counts(table: Table, hash_ids: list[np.ndarray], prompt: np.ndarray) -> None:
-    """Each row needs one hash id per 512-token block of its prompt, the last block partial."""
-    counts = np.array([len(ids) for ids in hash_ids], dtype=np.int64)
-    needed = -(-prompt // MOONCAKE_BLOCK_TOKENS)
-    bad = counts != needed
-    if bad.any():
-        row = int(np.argmax(bad))
-        message = (
-            f"{counts[row]} hash ids for input_length {prompt[row]}: expected "
-            f"ceil({prompt[row]} / {MOONCAKE_BLOCK_TOKENS}) = {needed[row]}"
-        )
-        raise table.fail(row, "hash_ids", message)
-
-
-def _mooncake_content(hash_ids: list[np.ndarray], prompt: np.ndarray) -> PromptContent:
-    """Segments ``(hash_id, 512)`` per request, the last one holding the remainder."""
-    counts = np.array([len(ids) for ids in hash_ids], dtype=np.int64)
-    seg_ids = np.concatenate(hash_ids)
-    offsets = np.zeros(len(hash_ids) + 1, np.int64)
-    offsets[1:] = np.cumsum(counts)
-    seg_lens = np.full(len(seg_ids), MOONCAKE_BLOCK_TOKENS, np.int64)
-    seg_lens[offsets[1:] - 1] = prompt - MOONCAKE_BLOCK_TOKENS * (counts - 1)
-    output_ids = int(seg_ids.max()) + 1 + np.arange(len(hash_ids), dtype=np.int64)
-    return PromptContent(seg_ids, seg_lens, offsets, output_ids)
-
-
 def _seconds(table: Table, name: str, per_s: float = 1.0) -> np.ndarray:
     """Column ``name`` of times in units of 1/``per_s`` s, as seconds in [0, MAX_ARRIVAL_S]."""
     return table.numbers(name, minimum=0, integer=False, maximum=MAX_ARRIVAL_S * per_s) / per_s
@@ -168,9 +140,21 @@ def _mooncake(table: Table, columns: ColumnMap | None) -> _Rows:
     output = table.ints("output_length", maximum=MAX_TOKENS)
     hash_ids = None
     if table.has("hash_ids"):
-        hash_ids = _hash_id_lists(table)
-        _check_hash_counts(table, hash_ids, prompt)
-    return _Rows(arrival_s, prompt, output, hash_ids=hash_ids)
+        hash_ids = hash_id_lists(table)
+        check_hash_counts(table, hash_ids, prompt, MOONCAKE_BLOCK_TOKENS, full=False)
+    return _Rows(arrival_s, prompt, output, hash_ids=hash_ids, block_tokens=MOONCAKE_BLOCK_TOKENS)
+
+
+def _bailian(table: Table, columns: ColumnMap | None) -> _Rows:
+    """Qwen-Bailian usage traces: ``timestamp`` in seconds, 16-token ``hash_ids``."""
+    arrival_s = _seconds(table, "timestamp")
+    prompt = table.ints("input_length", maximum=MAX_TOKENS)
+    output = table.ints("output_length", maximum=MAX_TOKENS)
+    hash_ids = None
+    if table.has("hash_ids"):
+        hash_ids = hash_id_lists(table)
+        check_hash_counts(table, hash_ids, prompt, BAILIAN_BLOCK_TOKENS, full=True)
+    return _Rows(arrival_s, prompt, output, hash_ids=hash_ids, block_tokens=BAILIAN_BLOCK_TOKENS)
 
 
 def _lengths(table: Table, columns: ColumnMap | None) -> _Rows:
@@ -208,14 +192,22 @@ def _generic(table: Table, columns: ColumnMap | None) -> _Rows:
 _PARSERS: dict[str, Callable[[Table, ColumnMap | None], _Rows]] = {
     "azure": _azure,
     "mooncake": _mooncake,
+    "bailian": _bailian,
     "lengths": _lengths,
     "generic": _generic,
 }
 
 
 def _detect_format(table: Table) -> str:
-    """The format whose columns the table has: azure, mooncake, lengths, else generic."""
-    for name, needed in (("azure", AZURE), ("mooncake", MOONCAKE), ("lengths", SHAREGPT)):
+    """The format whose columns the table has: azure, bailian, mooncake, lengths, else
+    generic."""
+    formats = (
+        ("azure", AZURE),
+        ("bailian", BAILIAN),
+        ("mooncake", MOONCAKE),
+        ("lengths", SHAREGPT),
+    )
+    for name, needed in formats:
         if table.has(*needed):
             return name
     return "generic"
@@ -235,7 +227,7 @@ def _sorted_workload(rows: _Rows, arrival: ArrivalSampler | None, table: Table) 
     prompt = rows.prompt_tokens[order]
     content = None
     if rows.hash_ids is not None:
-        content = _mooncake_content([rows.hash_ids[i] for i in order], prompt)
+        content = hash_id_content([rows.hash_ids[i] for i in order], prompt, rows.block_tokens)
     return Workload(
         arrival_s,
         prompt,
@@ -346,5 +338,5 @@ def read_mooncake_hash_ids(path: Path) -> list[np.ndarray]:
     """
     table = read_table(Path(path))
     arrival_ms = table.numbers("timestamp", minimum=0, integer=False, maximum=1000 * MAX_ARRIVAL_S)
-    ids = _hash_id_lists(table)
+    ids = hash_id_lists(table)
     return [ids[row] for row in np.argsort(arrival_ms, kind="stable")]
