@@ -27,6 +27,11 @@ of tiers (:mod:`simkv.config.tiers`):
   (``_update_waiting_for_remote_kv``). The load
   time is on its TTFT path, never free.
 
+Retention hints (a workload's ``pin_ttl_s``, :mod:`simkv.config.agentic`): a request's stored
+prefix is pinned in every tier for its TTL from the step that stored it, as a prompt-caching
+API keeps a marked prefix (each later call of the session renews it); a pinned block is never
+evicted, and a store that finds only pinned blocks is dropped. HBM's prefix cache ignores pins.
+
 Not modelled: vLLM's cap on concurrent loads (``max_num_seqs``) and its delay of a request
 whose blocks another request is loading (both load); a finished request's blocks are freed
 at once, not after their store ends (the store's bytes are priced on the link either way).
@@ -34,7 +39,7 @@ at once, not after their store ends (the store's bytes are priced on the link ei
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from simkv.engine.memory.paged import PagedKV
 from simkv.engine.queues import WaitingQueue
@@ -68,6 +73,7 @@ class ReplicaTiers:
         self.loading: dict[int, tuple[Seq, int, list[tuple[int, list[int]]]]] = {}
         self.computed: dict[int, int] = {}  # tokens a loading request has once loaded
         self.wake: Callable[[], None] = lambda: None  # the engine's wake_up
+        self.pin_ttl_s: list[float] | None = None  # per request: its retention hint, s
         cache = kv.cache
         if on_evict[0]:
             if cache is None or not hasattr(cache, "evicted_keys"):
@@ -149,9 +155,11 @@ class ReplicaTiers:
     def after_step(self, seqs: list[Seq]) -> None:
         """Store what the step computed (write-through) or HBM evicted (on eviction) in the
         first tier, and advance the tiers' step clocks."""
-        net = self.net
+        net, now = self.net, self.net.env.now
         for t in self.tiers:
-            net.stores[t].clock += 1
+            store = net.stores[t]
+            store.clock += 1
+            store.now_s = now
         if self.on_evict[0]:
             evicted = self.kv.cache.evicted_keys  # type: ignore[union-attr]
             if evicted:
@@ -163,10 +171,22 @@ class ReplicaTiers:
             keys = seq.keys
             full = seq.num_computed // bs
             if full > seq.stored_upto and keys is not None and keys.owner is None:
-                new += keys.extend(full)[seq.stored_upto : full]
+                stream, old = keys.extend(full), seq.stored_upto
+                new += stream[old:full]
                 seq.stored_upto = full
+                if self.pin_ttl_s is not None and self.pin_ttl_s[seq.req_id] > 0:
+                    # its prefix while it prefills (a renewal of what earlier calls stored),
+                    # then each block its answer fills
+                    lo = 0 if seq.num_output <= 1 else old
+                    self._pin(stream[lo:full], now + self.pin_ttl_s[seq.req_id])
         if new:
             self._store(self.replica, 0, new)
+
+    def _pin(self, keys: Sequence[int], until_s: float) -> None:
+        """Pin a request's stored prefix in every tier until ``until_s`` (its retention hint,
+        as a prompt-caching API's TTL: renewed by each later call that stores it)."""
+        for t in self.tiers:
+            self.net.stores[t].pin(keys, until_s)
 
     def _store(self, src: int, k: int, keys: list[int]) -> None:
         """Store ``keys`` from node ``src`` in this replica's ``k``-th tier, and pass on what

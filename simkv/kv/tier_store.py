@@ -11,8 +11,8 @@ lru_manager.py``, 0.11+: ``prepare_store`` / ``complete_store``, ``prepare_load`
 Invariants (:meth:`TierStore.check`): ``used`` blocks (pending and ready) never exceed
 ``capacity`` and equal the blocks stored less those evicted (none is lost or made up); a key
 is pending or ready, never both; only ready keys are held; a full tier evicts only ready,
-unheld blocks; when none is left, the rest of a store is dropped (``dropped``), as vLLM's
-``prepare_store`` returns None.
+unheld blocks whose retention pin (:meth:`TierStore.pin`) has ended; when none is left, the
+rest of a store is dropped (``dropped``), as vLLM's ``prepare_store`` returns None.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ class TierStore:
         self.capacity = capacity
         self.policy = policy
         self.clock = 0
+        self.now_s = 0.0  # the simulated time, set by the tier's users (pins expire by it)
+        self._pins: dict[int, float] = {}  # key -> time its retention pin ends
         self._state: dict[int, int] = {}  # key -> PENDING | READY
         self._holds: dict[int, int] = {}  # key -> loads reading it
         self.stored = 0  # blocks that entered (stores begun)
@@ -82,11 +84,31 @@ class TierStore:
         self.stored += len(placed)
         return placed, evicted
 
+    def pin(self, keys: Sequence[int], until_s: float) -> None:
+        """Keep ``keys``' blocks (present or stored later) from eviction until ``until_s``
+        (a retention hint: a prompt-caching TTL); a later pin extends an earlier one."""
+        pins = self._pins
+        for key in keys:
+            if pins.get(key, 0.0) < until_s:
+                pins[key] = until_s
+
+    def _evictable(self, key: int) -> bool:
+        """Ready, unheld and not pinned (an expired pin is dropped)."""
+        if self._state[key] != READY or key in self._holds:
+            return False
+        until = self._pins.get(key)
+        if until is None:
+            return True
+        if until > self.now_s:
+            return False
+        del self._pins[key]
+        return True
+
     def _victim(self) -> int | None:
-        """Evict the policy's first ready, unheld block (None if there is none)."""
-        state, holds = self._state, self._holds
+        """Evict the policy's first ready, unheld, unpinned block (None if there is none)."""
+        state = self._state
         candidates = self.policy.victims()
-        victim = next((k for k in candidates if state[k] == READY and k not in holds), None)
+        victim = next((k for k in candidates if self._evictable(k)), None)
         close = getattr(candidates, "close", None)
         if close is not None:
             close()

@@ -103,7 +103,7 @@ def assemble(
         pull = pull_arrivals and not cfg.kv_cache.tiers
         engine = _engine(group, inputs.workload, base_dir, progress=progress,
                          pull_arrivals=pull, **args)  # fmt: skip
-        tiers = attach_tiers(cfg, engine.env, [engine], [group])
+        tiers = attach_tiers(cfg, engine.env, [engine], [group], inputs.workload)
         return Assembly(inputs, [engine], [group], None, tiers)
     env, workload = Environment(), inputs.workload
     sessions = Sessions(workload)
@@ -126,7 +126,7 @@ def assemble(
     if split:
         disagg = _disaggregation(cfg, env, replicas, group_of, [s.role for s in specs], legs)
     fleet = Fleet(replicas, router, view, sessions, progress=progress, disagg=disagg)
-    tiers = attach_tiers(cfg, env, replicas, group_of)
+    tiers = attach_tiers(cfg, env, replicas, group_of, workload)
     return Assembly(inputs, replicas, group_of, fleet, tiers)
 
 

@@ -16,6 +16,7 @@ from simkv.engine.tiers import ReplicaTiers
 from simkv.kv.tier_policies import make_policy
 from simkv.kv.tier_store import TierStore
 from simkv.run.inputs import GroupInputs
+from simkv.workload.request import Workload
 
 
 def block_bytes(group: GroupInputs) -> int:
@@ -29,7 +30,11 @@ def _store(tier: TierConfig, nbytes: int) -> TierStore:
 
 
 def attach_tiers(
-    cfg: SimConfig, env: Environment, replicas: list[Engine], group_of: list[GroupInputs]
+    cfg: SimConfig,
+    env: Environment,
+    replicas: list[Engine],
+    group_of: list[GroupInputs],
+    workload: Workload,
 ) -> TierNet | None:
     """The run's tiers, each replica's scheduler given its :class:`ReplicaTiers` (its decode
     lane off: stores follow every step); None when the run has no tier."""
@@ -64,12 +69,14 @@ def attach_tiers(
     host = [g.config.gpu.host_link_gbps * 1e9 * g.config.parallel.tensor_parallel for g in group_of]
     num_requests = len(replicas[0].arrival_s)
     net = TierNet(env, stores, kinds, bps, latency, host, nbytes, num_requests)
+    pins = None if workload.pin_ttl_s is None else workload.pin_ttl_s.tolist()
     for r, engine in enumerate(replicas):
         if not own[r]:
             continue  # a group without tiers, in a fleet without a shared one
         sched = engine.scheduler
         tiers = ReplicaTiers(net, r, own[r], modes[r], sched.kv, sched.waiting)  # type: ignore[attr-defined]
         tiers.wake = engine.wake_up
+        tiers.pin_ttl_s = pins
         sched.tiers = tiers
         sched.lazy_decode(False)
     return net

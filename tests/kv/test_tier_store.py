@@ -151,3 +151,16 @@ def test_invariants_hold_under_any_operations(
             store.clock += 1
         store.check()
         assert store.used <= capacity
+
+
+def test_a_pinned_block_stays_until_its_pin_ends() -> None:
+    store = _filled(LruPolicy(), [1, 2, 3])
+    store.pin([1, 2], until_s=5.0)
+    assert store.begin_store([4]) == ([4], [3])  # 1 and 2 are pinned: 3 leaves
+    store.finish_store([4])
+    store.pin([4], until_s=9.0)
+    assert store.begin_store([5]) == ([], [])  # every block pinned: the store is dropped
+    assert store.dropped == 1
+    store.now_s = 5.0  # the pins of 1 and 2 end
+    assert store.begin_store([5]) == ([5], [1])
+    store.check()
