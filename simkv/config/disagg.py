@@ -120,3 +120,15 @@ def disagg_problems(
                 "async_scheduling (vLLM's KV connectors are its V1 engine's)"
             )
     return problems
+
+
+def return_problems(roles: Sequence[str], caching: Sequence[str | None]) -> list[str]:
+    """What makes ``return_kv: true`` pointless: a prefill group (``roles``, each group's)
+    without a prefix cache (``caching``: each group's ``kv_cache.prefix_caching``; unset is
+    vLLM V1's hash cache), where the returned KV would have nowhere to land."""
+    return [
+        f"fleet.disaggregation.return_kv: prefill group {k} has kv_cache.prefix_caching none; "
+        "the returned KV lands in a prefill replica's prefix cache (hash or radix)"
+        for k, (role, cache) in enumerate(zip(roles, caching, strict=True))
+        if role == "prefill" and cache == "none"
+    ]

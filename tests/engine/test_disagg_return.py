@@ -146,7 +146,9 @@ def test_a_prefill_replica_without_free_blocks_drops_the_return() -> None:
 
 def test_the_shipped_multi_turn_config_conserves_bytes_per_direction(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2] / "configs"
-    cfg = load_config(root / "disagg_multiturn.yaml", ["workload.num_sessions=12"])
+    cfg = load_config(
+        root / "disagg_multiturn.yaml", ["workload.num_sessions=6", "kv_cache.num_blocks=1024"]
+    )
     run = build(cfg, root, check_invariants=True)
     run.fleet.run()
     out = outputs(cfg, run, (99.0,), 0.0)
