@@ -43,9 +43,12 @@ def _session() -> Workload:
     )  # fmt: skip
 
 
-def _run(tmp_path: Path, return_kv: bool, **disagg: Any) -> tuple[Any, RunOutput]:
+def _run(
+    tmp_path: Path, return_kv: bool, caching: str = "hash", **disagg: Any
+) -> tuple[Any, RunOutput]:
     data = tiny_data(tmp_path, [(0.0, 1, 1)], {"kind": "vllm_v1"}, num_blocks=16,
                      max_model_len=32)  # fmt: skip
+    data["kv_cache"]["prefix_caching"] = caching
     data["fleet"] = {
         "router": {"kind": "least_outstanding"},
         "disaggregation": {"link": LINK, "return_kv": return_kv, **disagg},
@@ -61,7 +64,10 @@ def _close(got: float, want: float) -> None:
     assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12), (got, want)
 
 
-def test_turn_two_hits_the_returned_answer_on_the_prefill_replica(tmp_path: Path) -> None:
+@pytest.mark.parametrize("caching", ["hash", "radix"])
+def test_turn_two_hits_the_returned_answer_on_the_prefill_replica(
+    tmp_path: Path, caching: str
+) -> None:
     # turn 0: prefill 8 tokens 0–18 ms, transfer 18–27 ms (1 + 8), first token 38 ms, four
     # decode steps: finished at 82 ms with 8 + 5 - 1 = 12 tokens computed (3 full blocks).
     # The prefill replica caches the prompt's 2 blocks, so 1 block (4 tokens) goes back:
@@ -71,7 +77,7 @@ def test_turn_two_hits_the_returned_answer_on_the_prefill_replica(tmp_path: Path
     # cross (5 ms: 601 ms), first token 612 ms, finished 623 ms. Turn 1's 17 computed tokens
     # are 4 full blocks, all 4 the prefill replica cached from its own 16-token prompt:
     # nothing goes back.
-    run, out = _run(tmp_path, return_kv=True)
+    run, out = _run(tmp_path, return_kv=True, caching=caching)
     reqs = out.requests.set_index("req_id")
     _close(reqs.loc[0, "finish_s"], 82 * MS)
     _close(reqs.loc[0, "kv_return_send_s"], 82 * MS)
@@ -144,10 +150,14 @@ def test_a_prefill_replica_without_free_blocks_drops_the_return() -> None:
     assert kv.gpu.free_blocks == 1 and kv.cache.cached_blocks >= 1
 
 
-def test_the_shipped_multi_turn_config_conserves_bytes_per_direction(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["store_and_forward", "layerwise"])
+def test_the_shipped_multi_turn_config_conserves_bytes_per_direction(
+    tmp_path: Path, mode: str
+) -> None:
     root = Path(__file__).resolve().parents[2] / "configs"
+    sets = ["workload.num_sessions=6", "kv_cache.num_blocks=1024"]
     cfg = load_config(
-        root / "disagg_multiturn.yaml", ["workload.num_sessions=6", "kv_cache.num_blocks=1024"]
+        root / "disagg_multiturn.yaml", [*sets, f"fleet.disaggregation.link.mode={mode}"]
     )
     run = build(cfg, root, check_invariants=True)
     run.fleet.run()
