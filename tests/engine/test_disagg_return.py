@@ -177,3 +177,16 @@ def test_the_shipped_multi_turn_config_conserves_bytes_per_direction(
     parts = ttft_parts(reqs).sum(axis=1)
     ttft = reqs["first_token_s"] - reqs["arrival_s"]
     assert ((parts - ttft).abs() < 1e-9).all()
+
+
+def test_session_affinity_keeps_a_sessions_prefills_on_one_replica(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2] / "configs"
+    sets = ["workload.num_sessions=20", "kv_cache.num_blocks=1024",
+            "fleet.disaggregation.prefill_router={kind: session_affinity}"]  # fmt: skip
+    cfg = load_config(root / "disagg_multiturn.yaml", sets)
+    run = build(cfg, root)
+    run.fleet.run()
+    reqs = outputs(cfg, run, (99.0,), 0.0).requests
+    sessions = run.inputs.workload.session_id[reqs["req_id"].to_numpy()]
+    per_session = reqs.groupby(sessions)["prefill_replica"].nunique()
+    assert (per_session == 1).all() and reqs["prefill_replica"].nunique() == 2
