@@ -55,12 +55,23 @@ def test_run_writes_the_kv_path_and_the_ttft_split(tmp_path: Path) -> None:
          "--set fleet.replicas.1.kv_cache", "no KV block fits"),
         ("fleet.disaggregation.decider={kind: sometimes}",
          "--set fleet.disaggregation.decider.kind", "'sometimes'"),
+        ("fleet.disaggregation.return_kv=maybe", "--set fleet.disaggregation.return_kv",
+         "boolean"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_located_line(tmp_path: Path, item: str, place: str, words: str) -> None:
     line = one_error(["run", str(CONFIG), "--set", item, "--out", str(tmp_path / "o")], place)
     assert words in line
     assert not (tmp_path / "o").exists()
+
+
+def test_return_kv_needs_a_prefix_cache_on_the_prefill_side(tmp_path: Path) -> None:
+    config = CONFIG.parent / "disagg_multiturn.yaml"
+    args = ["run", str(config), "--set", "kv_cache.prefix_caching=none", "--out", str(tmp_path)]
+    line = one_error(args, "disagg_multiturn.yaml:")
+    assert (
+        "fleet.disaggregation.return_kv: prefill group 0 has kv_cache.prefix_caching none" in line
+    )
 
 
 def test_capacity_searches_every_split_of_the_gpus_beside_colocated(tmp_path: Path) -> None:

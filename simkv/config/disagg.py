@@ -7,11 +7,12 @@ or vLLM's ``disagg_proxy``): the fleet's ``router`` picks the replica that will 
 ``decode`` or a ``mixed`` one); on a decode replica the ``decider`` says whether the prompt is
 prefilled remotely, on a prefill replica picked by ``prefill_router``, or locally; a remote
 prefill's KV then crosses the ``link`` (:mod:`simkv.engine.disagg`). Every default lives here.
+A decider is one class: a ``kind`` and a ``keeps_local`` method, added to :data:`DeciderConfig`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -30,11 +31,21 @@ class AlwaysRemote(Frozen):
 
     kind: Literal["always"]
 
+    def keeps_local(self, prompt_tokens: int, uncached: Callable[[], int]) -> bool:
+        """Whether a prompt of ``prompt_tokens`` tokens, ``uncached()`` of them not in the
+        decode replica's prefix cache (called only by the deciders that need it), is
+        prefilled where it is decoded: never, here."""
+        return False
+
 
 class NeverRemote(Frozen):
     """Every prompt is prefilled where it is decoded (the decode pool runs colocated)."""
 
     kind: Literal["never"]
+
+    def keeps_local(self, prompt_tokens: int, uncached: Callable[[], int]) -> bool:
+        """Always (:meth:`AlwaysRemote.keeps_local`'s arguments)."""
+        return True
 
 
 class PromptThreshold(Frozen):
@@ -44,6 +55,10 @@ class PromptThreshold(Frozen):
     kind: Literal["prompt_threshold"]
     min_prompt_tokens: int = Field(ge=0, le=10**7, description="longest prompt kept local")
 
+    def keeps_local(self, prompt_tokens: int, uncached: Callable[[], int]) -> bool:
+        """When the prompt has at most ``min_prompt_tokens`` tokens (``uncached`` unused)."""
+        return prompt_tokens <= self.min_prompt_tokens
+
 
 class PrefixHitThreshold(Frozen):
     """Prefill remotely when the tokens the decode replica would have to compute — the
@@ -52,6 +67,11 @@ class PrefixHitThreshold(Frozen):
 
     kind: Literal["prefix_hit_threshold"]
     min_uncached_tokens: int = Field(ge=0, le=10**7, description="most uncached tokens kept local")
+
+    def keeps_local(self, prompt_tokens: int, uncached: Callable[[], int]) -> bool:
+        """When ``uncached()`` (the prompt less the decode replica's cached prefix, tokens) is
+        at most ``min_uncached_tokens``."""
+        return uncached() <= self.min_uncached_tokens
 
 
 DeciderConfig = Annotated[
@@ -100,3 +120,15 @@ def disagg_problems(
                 "async_scheduling (vLLM's KV connectors are its V1 engine's)"
             )
     return problems
+
+
+def return_problems(roles: Sequence[str], caching: Sequence[str | None]) -> list[str]:
+    """What makes ``return_kv: true`` pointless: a prefill group (``roles``, each group's)
+    without a prefix cache (``caching``: each group's ``kv_cache.prefix_caching``; unset is
+    vLLM V1's hash cache), where the returned KV would have nowhere to land."""
+    return [
+        f"fleet.disaggregation.return_kv: prefill group {k} has kv_cache.prefix_caching none; "
+        "the returned KV lands in a prefill replica's prefix cache (hash or radix)"
+        for k, (role, cache) in enumerate(zip(roles, caching, strict=True))
+        if role == "prefill" and cache == "none"
+    ]

@@ -177,6 +177,12 @@ class DisaggregationConfig(Frozen):
         LeastOutstandingRouter(kind="least_outstanding"),
         description="picks a prompt's prefill replica among the prefill replicas",
     )
+    return_kv: bool = Field(
+        False,
+        description="send a finished request's KV back to its prefill replica's prefix cache "
+        "(the blocks it lacks), so a session's next turn prefilled there hits it; off: vLLM's "
+        "NixlConnector and Dynamo move KV one way (simkv.engine.kv_return)",
+    )
 
 
 class FleetConfig(Frozen):

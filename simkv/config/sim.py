@@ -18,7 +18,7 @@ from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from simkv.config.base import Frozen, YamlDoc, load_yaml, one_error, validate
 from simkv.config.cost import CostConfig, RooflineCostConfig
-from simkv.config.disagg import disagg_problems
+from simkv.config.disagg import disagg_problems, return_problems
 from simkv.config.fleet import ENGINE_SECTIONS, MAX_REPLICAS, FleetConfig
 from simkv.config.hardware import GpuSpec, ModelSpec
 from simkv.config.host_eras import auto_era, with_host_era
@@ -112,6 +112,12 @@ class SimConfig(Frozen):
                 self.fleet.disaggregation is not None,
                 [cfg.model for cfg in groups], [cfg.scheduler for cfg in groups],
             )  # fmt: skip
+            split = self.fleet.disaggregation
+            if split is not None and split.return_kv:
+                problems += return_problems(
+                    [group.role for group in self.fleet.replicas],
+                    [cfg.kv_cache.prefix_caching for cfg in groups],
+                )
             if problems:
                 raise ValueError(problems[0])
         return self._resolved()

@@ -26,6 +26,9 @@ With ``link: {mode: layerwise}`` (:mod:`simkv.engine.layerwise`) the decode repl
 request at routing time (step 1), so it may reserve its blocks and start the transfer before
 or while the prompt is prefilled; the prefill replica's steps release the KV layer by layer,
 and the transfer lands its latency after its last byte left.
+
+With ``return_kv: true`` a finished request's KV goes back to its prefill replica
+(:mod:`simkv.engine.kv_return`), over the same links.
 """
 
 from __future__ import annotations
@@ -36,11 +39,11 @@ from functools import partial
 
 import numpy as np
 
-from simkv.config.disagg import NeverRemote, PrefixHitThreshold, PromptThreshold
 from simkv.config.fleet import DisaggregationConfig
 from simkv.engine.engine import Engine, Environment
 from simkv.engine.fleet_view import FleetView
 from simkv.engine.handoff import Handoff
+from simkv.engine.kv_return import ReturnPath
 from simkv.engine.layerwise import LayerFeed
 from simkv.engine.request.seq import Seq
 from simkv.engine.routers import Router
@@ -98,22 +101,21 @@ class Disaggregation:
         self.layers: LayerFeed | None = None  # layer-wise hand-overs (else store-and-forward)
         if link.mode == "layerwise":
             self.layers = LayerFeed(self.net, kv_bytes_per_token, num_layers, self._next_event)
+        self.back: ReturnPath | None = None  # the return path (kv_return), when on
+        if cfg.return_kv:
+            self.back = ReturnPath(
+                self.net, replicas, self._handoff, self.prefill_of,
+                kv_bytes_per_token=kv_bytes_per_token, latency_s=link.latency_s,
+                changed=self._next_event,
+            )  # fmt: skip
 
     def remote(self, i: int, r: int, now: float) -> bool:
         """Request ``i``, routed to replica ``r`` at ``now``: prefill it on a prefill
         replica (delivered there, True) or where it is served (False)."""
         if self.roles[r] != "decode" or self._prompt[i] >= self.max_model_len:
             return False
-        decider = self.cfg.decider
-        if isinstance(decider, NeverRemote):
+        if self.cfg.decider.keeps_local(self._prompt[i], partial(self._uncached, i, r, now)):
             return False
-        if isinstance(decider, PromptThreshold):
-            if self._prompt[i] <= decider.min_prompt_tokens:
-                return False
-        elif isinstance(decider, PrefixHitThreshold):
-            uncached = self._prompt[i] - self.replicas[r].cached_prefix_tokens(i, now)
-            if uncached <= decider.min_uncached_tokens:
-                return False
         k = self.router.choose(i, now, self.view)
         if not 0 <= k < self.view.size:
             raise InvariantViolation(f"prefill router chose replica {k} of {self.view.size}")
@@ -124,6 +126,10 @@ class Disaggregation:
         if self.layers is not None:  # its decode replica may reserve blocks at once
             self.replicas[r].deliver_prefilled(i, now)
         return True
+
+    def _uncached(self, i: int, r: int, now: float) -> int:
+        """Tokens of request ``i``'s prompt not in replica ``r``'s prefix cache at ``now``."""
+        return self._prompt[i] - self.replicas[r].cached_prefix_tokens(i, now)
 
     def prefilled(self, replica: int, seq: Seq, now: float) -> None:
         """The prefill of ``seq`` finished on ``replica``: its decode replica gets it."""
@@ -148,6 +154,13 @@ class Disaggregation:
             self.layers.start(i, self.prefill_of[i], replica, skip, seq.num_tokens, now)
         self._next_event()
 
+    def finished(self, replica: int, seq: Seq, now: float) -> bool:
+        """Decode replica ``replica`` finished ``seq``: whether its KV goes back
+        (:mod:`simkv.engine.kv_return`; its blocks are held until then)."""
+        if self.back is None:
+            raise InvariantViolation(f"request {seq.req_id} sends KV back without return_kv")
+        return self.back.finished(replica, seq, now)
+
     def _next_event(self) -> None:
         """One pending event at the transfers' next change (a new one makes older stale)."""
         # (flows that ended as ``start`` moved the clock are reported at once)
@@ -162,6 +175,8 @@ class Disaggregation:
             return  # superseded by a later change
         now = self.env.now
         done = self.net.advance(now)
+        if self.back is not None:
+            done = self.back.landed(done, now)
         if self.layers is None:
             self._arrive(done, now)
         else:  # each lands its latency after its last byte left
@@ -195,8 +210,11 @@ class Disaggregation:
     def columns(self) -> dict[str, np.ndarray]:
         """Each request's path, by request id: ``prefill_replica`` (-1: prefilled where it
         was served), ``kv_handoff_s`` (its prefill ended), ``kv_send_s`` (its decode replica
-        reserved its blocks and the transfer began), ``kv_arrive_s``, ``kv_bytes``."""
+        reserved its blocks and the transfer began), ``kv_arrive_s``, ``kv_bytes``; with the
+        return path, :meth:`ReturnPath.columns`'s too."""
+        back = {} if self.back is None else self.back.columns()
         return {
+            **back,
             "prefill_replica": np.frombuffer(self.prefill_of, dtype=np.int64).copy(),
             "kv_handoff_s": np.frombuffer(self.handed_s, dtype=np.float64).copy(),
             "kv_send_s": np.frombuffer(self.sent_s, dtype=np.float64).copy(),

@@ -34,6 +34,10 @@ PENDING, RECEIVING, RECEIVED = 1, 2, 3
 class KVPort(Protocol):
     """What a replica tells the fleet's disaggregation (:mod:`simkv.engine.disagg`)."""
 
+    def finished(self, replica: int, seq: Seq, now: float) -> bool:
+        """Decode replica ``replica`` finished ``seq`` (the return path is on): whether its
+        KV is sent back (its blocks are then held until sent, :mod:`simkv.engine.kv_return`)."""
+
     def prefilled(self, replica: int, seq: Seq, now: float) -> None:
         """Prefill replica ``replica`` finished ``seq``'s prompt; its blocks are held."""
 
@@ -46,12 +50,24 @@ class Handoff:
     """The held (a prefill replica's: ``prefills``) or receiving and received (a decode
     replica's) requests of replica ``replica``, whose KV memory is ``kv``.
 
+    With the return path (:mod:`simkv.engine.kv_return`) a decode replica holds a finished
+    request's blocks (``held``) until its KV is sent back (``returns``), and a prefill replica
+    holds the blocks it reserved for KV coming back (``returning``).
+
     Invariant: every request here holds GPU blocks and is in no running list."""
 
     def __init__(
-        self, kv: PagedKV, waiting: WaitingQueue, port: KVPort, replica: int, *, prefills: bool
+        self,
+        kv: PagedKV,
+        waiting: WaitingQueue,
+        port: KVPort,
+        replica: int,
+        *,
+        prefills: bool,
+        returns: bool = False,
     ) -> None:
         self.prefills = prefills  # a prefill replica (else a decode one)
+        self.returns = returns and not prefills  # a decode replica sending KV back
         self.kv = kv
         self.waiting = waiting
         self.port = port
@@ -59,11 +75,30 @@ class Handoff:
         self.held: dict[int, Seq] = {}
         self.receiving: dict[int, Seq] = {}
         self.received: dict[int, Seq] = {}  # waiting to run
+        self.returning: dict[int, Seq] = {}  # a prefill replica's blocks for KV coming back
 
     def hold(self, seq: Seq, now: float) -> None:
-        """A prefill replica's request finished: keep its blocks until they are read."""
-        self.held[seq.req_id] = seq
-        self.port.prefilled(self.replica, seq, now)
+        """A request finished: a prefill replica keeps its blocks until they are read; a
+        decode replica sending KV back keeps them while they are sent, else frees them."""
+        if self.prefills:
+            self.held[seq.req_id] = seq
+            self.port.prefilled(self.replica, seq, now)
+        elif self.port.finished(self.replica, seq, now):
+            self.held[seq.req_id] = seq
+        else:
+            self.kv.free(seq)
+
+    def reserve_return(self, seq: Seq, tokens: int) -> int | None:
+        """A prefill replica's blocks for the first ``tokens`` tokens of ``seq``'s KV, beyond
+        its cached prefix: the tokens to receive (0: none, nothing held), None when short."""
+        sent = self.kv.reserve_return(seq, tokens)
+        if sent:
+            self.returning[seq.req_id] = seq
+        return sent
+
+    def land_return(self, i: int) -> None:
+        """Request ``i``'s KV came back: into the prefix cache, its blocks free."""
+        self.kv.land_return(self.returning.pop(i))
 
     def release(self, i: int) -> None:
         """Request ``i``'s KV was read: free its held blocks (into the prefix cache)."""
@@ -104,8 +139,11 @@ class Handoff:
     def pending(self) -> bool:
         """Whether blocks are held for a hand-over in progress (the replica is not stalled
         while they are: a transfer's end frees or fills them)."""
-        return bool(self.held or self.receiving)
+        return bool(self.held or self.receiving or self.returning)
 
     def resident(self) -> list[Seq]:
         """Every request here (each holds GPU blocks)."""
-        return [*self.held.values(), *self.receiving.values(), *self.received.values()]
+        return [
+            *self.held.values(), *self.receiving.values(), *self.received.values(),
+            *self.returning.values(),
+        ]  # fmt: skip

@@ -226,10 +226,10 @@ class SchedulerBase:
         seq.status = Status.FINISHED
         seq.finish_s = now
         handoff = self.handoff
-        if handoff is None or not handoff.prefills:
+        if handoff is None or not (handoff.prefills or handoff.returns):
             self.kv.free(seq)
             record_done(self.recorder, seq)
-        else:  # a prefill replica's request: its blocks are held until its KV is read
+        else:  # its blocks may be held until its KV is read (engine.handoff)
             record_done(self.recorder, seq)
             handoff.hold(seq, now)
 

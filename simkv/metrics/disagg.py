@@ -28,8 +28,17 @@ remotely prefilled requests that produced a first token are ``mean_ttft_<part>_m
 * ``decode_step``: that first step (the last prompt token recomputed, the first token sampled).
 
 Summary keys besides: ``remote_prefill_frac`` (share of requests prefilled remotely),
-``kv_transfer_bytes`` (total), ``kv_transfers``, and ``link_busy_frac`` (the mean over NICs
-that sent or received of the share of the run a transfer was moving bytes on them).
+``kv_transfer_bytes`` (total, prefill to decode), ``kv_transfers``, and ``link_busy_frac``
+(the mean over NICs that sent or received of the share of the run a transfer was moving bytes
+on them).
+
+With the return path (``return_kv: true``, :mod:`simkv.engine.kv_return`) the frame has
+:data:`RETURN_COLUMNS` besides: ``prefill_hit_tokens`` (the prompt tokens its prefill replica
+found in its prefix cache, 0 if local), ``kv_return_send_s`` and ``kv_return_arrive_s`` (its KV
+sent back after its finish: NaN when not) and ``kv_return_bytes``; and the summary has
+``prefill_prefix_hit_frac`` (Σ ``prefill_hit_tokens`` / Σ ``prompt_tokens`` over the remotely
+prefilled requests), ``kv_returns``, ``kv_return_bytes`` (decode to prefill) and
+``kv_returns_dropped`` (returns whose prefill replica had no free blocks).
 """
 
 from __future__ import annotations
@@ -45,6 +54,9 @@ PATH_COLUMNS = (
 )  # fmt: skip
 """The columns a disaggregated fleet adds to its requests frame."""
 
+RETURN_COLUMNS = ("prefill_hit_tokens", "kv_return_send_s", "kv_return_arrive_s", "kv_return_bytes")
+"""The columns the return path (``return_kv: true``) adds besides."""
+
 TTFT_PARTS = ("prefill_queue", "prefill", "kv_wait", "transfer", "decode_queue", "decode_step")
 """The parts of a remotely prefilled request's TTFT, in order (they sum to it)."""
 
@@ -58,13 +70,20 @@ def with_paths(
     ids = requests["req_id"].to_numpy()
     prefill_of = paths["prefill_replica"]
     scheduled = np.full(len(prefill_of), np.nan)
+    returns = "kv_return_bytes" in paths
+    hits = np.zeros(len(prefill_of), dtype=np.int64)
     for r in np.unique(prefill_of[prefill_of >= 0]):
         legs = frames[int(r)].requests
         scheduled[legs["req_id"].to_numpy()] = legs["first_scheduled_s"].to_numpy()
+        if returns:
+            hits[legs["req_id"].to_numpy()] = legs["prefix_hit_tokens"].to_numpy()
     out = requests.copy()
     for name in PATH_COLUMNS:
         column = scheduled if name == "prefill_scheduled_s" else paths[name]
         out[name] = column[ids]
+    if returns:
+        for name in RETURN_COLUMNS:
+            out[name] = (hits if name == "prefill_hit_tokens" else paths[name])[ids]
     return out
 
 
@@ -83,10 +102,14 @@ def ttft_parts(requests: pd.DataFrame) -> pd.DataFrame:
 
 
 def disagg_summary(
-    requests: pd.DataFrame, nic_busy_s: list[float], duration_s: float | None
+    requests: pd.DataFrame,
+    nic_busy_s: list[float],
+    duration_s: float | None,
+    returns_dropped: int = 0,
 ) -> dict[str, float | None]:
     """The summary figures of the module docstring; ``nic_busy_s``: the busy time of every
-    NIC that carried a transfer (egress and ingress sides)."""
+    NIC that carried a transfer (egress and ingress sides, returns included);
+    ``returns_dropped``: the return path's dropped returns."""
     remote = requests["prefill_replica"].to_numpy() >= 0
     parts = ttft_parts(requests)
     out: dict[str, float | None] = {
@@ -98,4 +121,21 @@ def disagg_summary(
         out[f"mean_ttft_{part}_ms"] = float(parts[part].mean()) * 1e3 if len(parts) else None
     busy = [s for s in nic_busy_s if s > 0]
     out["link_busy_frac"] = float(np.mean(busy)) / duration_s if busy and duration_s else None
+    if "kv_return_bytes" in requests:
+        out.update(return_summary(requests, returns_dropped))
     return out
+
+
+def return_summary(requests: pd.DataFrame, dropped: int) -> dict[str, float | None]:
+    """The return path's summary keys (module docstring); ``dropped``: the returns a prefill
+    replica had no free blocks for."""
+    rows = requests[requests["prefill_replica"].to_numpy() >= 0]
+    prompts = int(rows["prompt_tokens"].sum())
+    return {
+        "prefill_prefix_hit_frac": int(rows["prefill_hit_tokens"].sum()) / prompts
+        if prompts
+        else None,
+        "kv_returns": int(np.isfinite(requests["kv_return_arrive_s"].to_numpy()).sum()),
+        "kv_return_bytes": int(requests["kv_return_bytes"].sum()),
+        "kv_returns_dropped": dropped,
+    }

@@ -58,6 +58,10 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("Prefill/decode disaggregation", (
         ("remote_prefill_frac", "Prefilled remotely (share)"),
         ("kv_transfers", "KV transfers"), ("kv_transfer_bytes", "KV bytes moved"),
+        ("prefill_prefix_hit_frac", "Prefill-side prefix hits (share of prompts)"),
+        ("kv_returns", "KV returns (decode → prefill)"),
+        ("kv_return_bytes", "KV bytes moved back"),
+        ("kv_returns_dropped", "KV returns dropped (no blocks)"),
         ("link_busy_frac", "Link busy (share of run, per NIC)"),
         ("mean_ttft_prefill_queue_ms", "TTFT: prefill queue (ms, mean)"),
         ("mean_ttft_prefill_ms", "TTFT: prefill (ms, mean)"),

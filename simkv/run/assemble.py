@@ -111,9 +111,11 @@ def assemble(
     group_of = [group for group in inputs.groups for _ in range(group.count)]
     split = cfg.fleet.disaggregation is not None
     legs = prefill_legs(workload) if split else workload  # what a prefill replica runs
+    unlinked = Sessions(legs) if split else sessions  # a prefill leg releases no next turn
     replicas = [
         _engine(group, legs if spec.role == "prefill" else workload, base_dir,
-                pull_arrivals=False, env=env, sessions=sessions, **args)
+                pull_arrivals=False, env=env,
+                sessions=unlinked if spec.role == "prefill" else sessions, **args)
         for group, spec in zip(group_of, specs, strict=True)
     ]  # fmt: skip
     staleness_s = cfg.fleet.staleness_ms / 1e3
@@ -124,7 +126,8 @@ def assemble(
     view = FleetView(serving, workload, staleness_s)
     disagg = None
     if split:
-        disagg = _disaggregation(cfg, env, replicas, group_of, [s.role for s in specs], legs)
+        roles = [s.role for s in specs]
+        disagg = _disaggregation(cfg, env, replicas, group_of, roles, legs, workload)
     fleet = Fleet(replicas, router, view, sessions, progress=progress, disagg=disagg)
     tiers = attach_tiers(cfg, env, replicas, group_of, workload)
     return Assembly(inputs, replicas, group_of, fleet, tiers)
@@ -139,9 +142,11 @@ def prefill_legs(workload: Workload) -> Workload:
 
 def _disaggregation(
     cfg: SimConfig, env: Environment, replicas: list[Engine], group_of: list[GroupInputs],
-    roles: list[str], legs: Workload,
+    roles: list[str], legs: Workload, workload: Workload,
 ) -> Disaggregation:  # fmt: skip
-    """The prefill/decode side of a fleet, and each prefill or decode replica's hand-offs."""
+    """The prefill/decode side of a fleet, and each prefill or decode replica's hand-offs.
+    The prefill router sees the ``legs`` with the ``workload``'s sessions (so
+    ``session_affinity`` keeps a session's prefills on one replica)."""
     disagg_cfg = cfg.fleet.disaggregation  # type: ignore[union-attr]
     if disagg_cfg is None:
         raise ValueError("a fleet without disaggregation has no prefill/decode side")
@@ -149,7 +154,11 @@ def _disaggregation(
     model = group_of[roles.index("prefill")].config.model
     disagg = Disaggregation(
         disagg_cfg, env, replicas, roles,
-        build_router(disagg_cfg.prefill_router, stream(cfg, Stream.PREFILL_ROUTER), legs),
+        build_router(
+            disagg_cfg.prefill_router, stream(cfg, Stream.PREFILL_ROUTER),
+            replace(legs, session_id=workload.session_id, turn=workload.turn,
+                    think_s=workload.think_s),
+        ),
         FleetView(prefill, legs, cfg.fleet.staleness_ms / 1e3),  # type: ignore[union-attr]
         legs, kv_bytes_per_token=model.kv_bytes_per_token, max_model_len=model.max_model_len,
         gpus=[group.config.parallel.tensor_parallel for group in group_of],
@@ -159,7 +168,10 @@ def _disaggregation(
         if role != "mixed":
             sched = engine.scheduler
             kv = sched.kv  # type: ignore[attr-defined]
-            handoff = Handoff(kv, sched.waiting, disagg, r, prefills=role == "prefill")  # type: ignore[attr-defined]
+            handoff = Handoff(
+                kv, sched.waiting, disagg, r,  # type: ignore[attr-defined]
+                prefills=role == "prefill", returns=disagg_cfg.return_kv,
+            )  # fmt: skip
             sched.handoff = disagg.handoffs[r] = handoff
             if role == "prefill":
                 engine.step_hooks = disagg.layers  # (None: store-and-forward)

@@ -135,8 +135,10 @@ def outputs(
     replicas = replicas.assign(busy_frac=used.busy_frac, mfu_frac=used.mfu_frac)
     if disagg is not None:
         net = disagg.net
+        dropped = 0 if disagg.back is None else disagg.back.dropped
         summary.update(disagg_summary(
-            combined.requests, [*net.egress_busy_s, *net.ingress_busy_s], summary["duration_s"]
+            combined.requests, [*net.egress_busy_s, *net.ingress_busy_s], summary["duration_s"],
+            dropped,
         ))  # fmt: skip
         replicas = replicas.assign(
             role=disagg.roles, kv_bytes_out=net.sent_bytes, kv_bytes_in=net.received_bytes

@@ -171,7 +171,7 @@ def test_no_text_overlaps_and_nothing_wider_than_the_page(
                 found += _verdict_problems(page, json.loads(tab.value(ANSWERS_JS)))
         tab.open(_broken_page(tmp_path))
         legend_hits, wraps = json.loads(tab.value(LEGEND_JS)), json.loads(tab.value(WRAP_JS))
-    assert len(pages) == len(CONFIGS) + 4 == 31
+    assert len(pages) == len(CONFIGS) + 4 == 32
     assert found == [], "\n".join(found)
     assert len(legend_hits) >= 1 and "broken: legend" in legend_hits[0], legend_hits
     assert wraps == ['t: "r1-9718c1a5f4f6"'], wraps

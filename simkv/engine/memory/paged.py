@@ -190,6 +190,35 @@ class PagedKV:
         seq.num_computed = computed
         self.prefix.register(seq, computed)
 
+    def reserve_return(self, seq: Seq, tokens: int) -> int | None:
+        """Blocks on this (prefill) replica for the first ``tokens // block_size`` full blocks
+        of ``seq``'s key stream (a request with nothing computed here), its cached prefix first:
+        the tokens beyond that prefix another replica will send (:meth:`land_return`; 0 when
+        the prefix covers them and nothing is reserved), None when the blocks are short (nothing
+        changed). Like :meth:`reserve_remote`, the blocks join the cache only once landed."""
+        keys, full, bs = seq.keys, tokens // self.block_size, self.block_size
+        if self.cache is None or keys is None or keys.owner is not None:
+            return 0  # (private keys: only this request could hit them; it will not come back)
+        hits = self.cache.lookup_stream(keys, full)
+        if len(hits) >= full:
+            return 0
+        seq.final_kv_tokens = full * bs
+        on, self.cache_on_alloc = self.cache_on_alloc, False
+        try:
+            fits = self.allocate_with_prefix(seq, hits, (full - len(hits)) * bs)
+        finally:
+            self.cache_on_alloc = on
+        return (full - len(hits)) * bs if fits else None
+
+    def land_return(self, seq: Seq) -> None:
+        """The KV reserved by :meth:`reserve_return` arrived: its blocks are computed, join
+        the prefix cache, and are freed (cached, evictable, as a finished request's)."""
+        computed = seq.table.length
+        self.sums.computed(computed - seq.num_computed)
+        seq.num_computed = computed
+        self.prefix.register(seq, computed)
+        self.free(seq)
+
     def grow_decodes(self, seqs: list[Seq], blocks: list[BlockId]) -> bool:
         """Append one just-allocated block to each of ``seqs`` (in order): decodes whose
         tables are full up to a block boundary (decode-lane members: their ``table.length``
