@@ -19,14 +19,31 @@ import math
 from array import array
 from collections.abc import Callable
 from functools import partial
+from typing import Any, Protocol
 
 import numpy as np
 
-from simkv.engine.engine import Environment
 from simkv.engine.transfer import TransferNet
 from simkv.kv.tier_store import TierStore
+from simkv.metrics.tiers import TierTotals
 
 Done = Callable[[float], None]
+
+
+class Event(Protocol):
+    """A SimPy event as the net uses it: callbacks run when it fires."""
+
+    callbacks: list[Callable[[Any], None]]
+
+
+class Clock(Protocol):
+    """The run's environment (:class:`simkv.engine.engine.Environment`): its time, and an
+    event at an exact time."""
+
+    @property
+    def now(self) -> float: ...
+
+    def timeout_at(self, when: float) -> Event: ...
 
 
 class TierNet:
@@ -36,7 +53,7 @@ class TierNet:
 
     def __init__(
         self,
-        env: Environment,
+        env: Clock,
         stores: list[TierStore],
         kinds: list[str],
         tier_bps: list[tuple[float, float]],
@@ -119,6 +136,14 @@ class TierNet:
         cols["tier_load_start_s"] = np.frombuffer(self.load_start_s, dtype=np.float64).copy()
         cols["tier_load_end_s"] = np.frombuffer(self.load_end_s, dtype=np.float64).copy()
         return cols
+
+    def totals(self) -> TierTotals:
+        """What each tier moved and held, for the summary (:mod:`simkv.metrics.tiers`)."""
+        stores = self.stores
+        return TierTotals(
+            list(self.kinds), list(self.loaded_bytes), list(self.stored_bytes),
+            [s.evicted for s in stores], [s.dropped for s in stores], [s.capacity for s in stores],
+        )  # fmt: skip
 
     def occupancy(self) -> dict[str, np.ndarray]:
         """Each tier kind's blocks in use after every store: ``time_s``, ``tier`` (its kind),

@@ -16,17 +16,30 @@ path of the requests that loaded).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from simkv.engine.tier_net import TierNet
+
+@dataclass(frozen=True)
+class TierTotals:
+    """Per tier of a run (in the run's tier order): its kind, bytes loaded from it and stored
+    in it, blocks evicted, stores dropped, and its capacity in blocks."""
+
+    kinds: list[str]
+    loaded_bytes: list[int]
+    stored_bytes: list[int]
+    evicted: list[int]
+    dropped: list[int]
+    capacity: list[int]
 
 
-def with_tiers(requests: pd.DataFrame, net: TierNet) -> pd.DataFrame:
-    """``requests`` with the tier columns (module docstring), by ``req_id``."""
+def with_tiers(requests: pd.DataFrame, columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``requests`` with the tier ``columns`` (by request id; module docstring)."""
     ids = requests["req_id"].to_numpy()
     out = requests.copy()
-    for name, column in net.columns().items():
+    for name, column in columns.items():
         out[name] = column[ids]
     out["tier_load_ms"] = (out["tier_load_end_s"] - out["tier_load_start_s"]) * 1e3
     return out
@@ -37,7 +50,7 @@ def tier_kinds(requests: pd.DataFrame) -> list[str]:
     return [c.removeprefix("hit_tokens_") for c in requests.columns if c.startswith("hit_tokens_")]
 
 
-def tier_summary(requests: pd.DataFrame, net: TierNet) -> dict[str, float | int | None]:
+def tier_summary(requests: pd.DataFrame, net: TierTotals) -> dict[str, float | int | None]:
     """The summary's tier figures (module docstring)."""
     admitted = requests[requests["first_scheduled_s"].notna()]
     prompts = int(admitted["prompt_tokens"].sum())
@@ -49,9 +62,9 @@ def tier_summary(requests: pd.DataFrame, net: TierNet) -> dict[str, float | int 
         out[f"tier_hit_requests_{kind}"] = int((hits > 0).sum())
         out[f"tier_loaded_bytes_{kind}"] = sum(net.loaded_bytes[t] for t in ids)
         out[f"tier_stored_bytes_{kind}"] = sum(net.stored_bytes[t] for t in ids)
-        out[f"tier_evicted_blocks_{kind}"] = sum(net.stores[t].evicted for t in ids)
-        out[f"tier_dropped_blocks_{kind}"] = sum(net.stores[t].dropped for t in ids)
-        out[f"tier_capacity_blocks_{kind}"] = sum(net.stores[t].capacity for t in ids)
+        out[f"tier_evicted_blocks_{kind}"] = sum(net.evicted[t] for t in ids)
+        out[f"tier_dropped_blocks_{kind}"] = sum(net.dropped[t] for t in ids)
+        out[f"tier_capacity_blocks_{kind}"] = sum(net.capacity[t] for t in ids)
     loads = requests["tier_load_ms"].dropna().to_numpy()
     out["tier_loads"] = len(loads)
     for name, value in (("mean", np.mean), ("p50", np.median), ("p99", None)):

@@ -115,7 +115,7 @@ def outputs(
         )
         summary.update(utilisation_summary(utilisation(frames, computes)))
         if run.tiers is not None:
-            summary.update(tier_summary(frames.requests, run.tiers))
+            summary.update(tier_summary(frames.requests, run.tiers.totals()))
         return RunOutput(cfg, first.sizing, frames, summary, wall_s)
     each = [engine.recorder.frames() for engine in run.replicas]
     disagg = run.fleet.disagg
@@ -144,7 +144,7 @@ def outputs(
             role=disagg.roles, kv_bytes_out=net.sent_bytes, kv_bytes_in=net.received_bytes
         )
     if run.tiers is not None:
-        summary.update(tier_summary(combined.requests, run.tiers))
+        summary.update(tier_summary(combined.requests, run.tiers.totals()))
     return RunOutput(cfg, first.sizing, combined, summary, wall_s, replicas=replicas)
 
 
@@ -152,7 +152,7 @@ def _with_tiers(run: Assembly, frames: RunFrames) -> RunFrames:
     """``frames`` with the tier columns and the tiers' occupancy, for a run with KV tiers."""
     if run.tiers is None:
         return frames
-    requests = with_tiers(frames.requests, run.tiers)
+    requests = with_tiers(frames.requests, run.tiers.columns())
     return replace(frames, requests=requests, tiers=pd.DataFrame(run.tiers.occupancy()))
 
 
