@@ -174,6 +174,12 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x:+.1f} %"
 
 
+def _knee_cell(real: float | None, sim: float | None) -> str:
+    diff = diff_pct(sim, real)
+    verdict = knee_verdict(real, sim)
+    return verdict if diff is None else f"{_pct(diff)}: {verdict}"
+
+
 def rate_table(all_points: dict[Sweep, list[Point]]) -> str:
     """Mean and p90 TTFT per run: real, then each profile's (Diff)."""
     rows = []
@@ -205,11 +211,9 @@ def knee_table(all_points: dict[Sweep, list[Point]]) -> str:
             rows.append([
                 f"{model} r{rep}", label,
                 f"{_rate(real_mean)} / {_rate(sim_mean[label])}",
-                f"{_pct(diff_pct(sim_mean[label], real_mean))}: "
-                f"{knee_verdict(real_mean, sim_mean[label])}",
+                _knee_cell(real_mean, sim_mean[label]),
                 f"{_rate(real_p90)} / {_rate(sim_p90[label])}",
-                f"{_pct(diff_pct(sim_p90[label], real_p90))}: "
-                f"{knee_verdict(real_p90, sim_p90[label])}",
+                _knee_cell(real_p90, sim_p90[label]),
                 f"{worst:.0f} %: {ok}",
             ])  # fmt: skip
     header = ["sweep", "simkv", "knee, mean TTFT > 1 s: real / sim (req/s)",
