@@ -6,26 +6,29 @@
     .venv/bin/python benchmarks/saturation.py --quick        # defaults only, tiny-llama sweep
 
 The sweeps are the real vLLM 0.32 CPU rate sweeps of ``traces/measured/cpu-vllm0.32/`` (the
-runs of benchmarks/cpu_live.py, whose docstring describes them): every model-and-mix with at
-least :data:`MIN_RATES` rates, each repeat its own sweep. No public per-request rate sweep of a
+runs of benchmarks/cpu_live.py, whose docstring describes them): every model's chat runs with
+at least :data:`MIN_RATES` rates, each repeat its own sweep (the decode and long mixes have two
+rates each). No public per-request rate sweep of a
 GPU engine is bundled (``traces/measured/llmservingsim-vllm0.19/`` holds one rate per GPU).
 
 The knee of a sweep is cpu_live's (:func:`cpu_live.knee`: the rate where mean TTFT first
 exceeds 1 s, and where p90 TTFT exceeds 2 s, linear between the swept rates), on the measured
-and the simulated side alike. simkv runs with three cost models (:data:`PROFILES`):
+and the simulated side alike. simkv runs with three cost models (:data:`PROFILES`) and an
+oracle:
 
 * ``defaults``: the roofline's defaults with the matching era's host terms (vLLM 0.32 is a V1
   engine: ``host_era: vllm-v1``);
 * ``calibrated``: cpu_live's profile, fitted to the engine steps of :data:`cpu_live.TRAIN`
-  alone (``small-llama-chat-r2-0``, 2 req/s, below every sweep's mean-TTFT knee);
+  alone (``small-llama-chat-r2-0``, 2 req/s, below both small-llama sweeps' mean-TTFT knees);
 * ``+ load terms``: that profile with the load-dependent host terms
-  (:data:`LOAD_KNOBS`) fitted on the requests of :data:`LOAD_FIT` (the same run: a rate below
-  the knee, chosen before any other rate was looked at), the rest of the profile held.
+  (:data:`LOAD_KNOBS`) fitted on the requests of :data:`LOAD_FIT` (the same run: cpu_live's
+  training run, not picked by how the other rates come out), the rest of the profile held;
+* :data:`ORACLE`: the calibrated profile at each run's own machine speed (not a prediction).
 
 Every other rate is a prediction. Targets (the time-model issue): the knee within
 :data:`TARGET_KNEE_PCT` of the real one, mean TTFT within :data:`TARGET_TTFT_PCT` at every
-rate up to the real knee. :func:`queue_table` asks the steps themselves whether the real
-engine's steps grow with its waiting queue.
+rate up to the real knee. benchmarks/saturation_steps.py asks the real steps themselves
+whether they grow with the engine's waiting queue.
 """
 
 from __future__ import annotations
