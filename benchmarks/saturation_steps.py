@@ -6,7 +6,9 @@
 ended: it was left in the scheduler's waiting queue, what simkv's
 ``queued_request_overhead_ms`` is charged for. Steps' ``t_s`` count from the start of the run,
 which is the first request's arrival (tools/vllm_reference/live.py, ``serve``: its plan's
-first arrival is at 0). benchmarks/saturation.py writes the rest.
+first arrival is at 0); the count agrees with the waiting column the harness sampled once a
+second (``timeseries.csv``; e.g. small-llama-chat-r5-0 at 5 s intervals: 5, 19-20 vs 21, 27,
+35, 18, 0). benchmarks/saturation.py writes the rest.
 """
 
 from __future__ import annotations
