@@ -1,6 +1,6 @@
 """The steps of the real sweeps against the waiting queue, and the text of the saturation block.
 
-:func:`queue_table` reads each real run's engine steps (``steps.csv``) beside its requests
+:func:`queue_stats` reads each real run's engine steps (``steps.csv``) beside its requests
 (``requests.jsonl``): a request waits at a step when the engine had queued it
 (``queued_ts``) before the step began and first scheduled it (``scheduled_ts``) after the step
 ended: it was left in the scheduler's waiting queue, what simkv's
