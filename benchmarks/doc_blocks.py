@@ -2,8 +2,9 @@
 
 docs/fidelity.md is written by benchmarks/fidelity.py, except its "sim vs real" block, which
 benchmarks/sim_vs_real.py writes, its "cross-gpu" block, which benchmarks/cross_gpu.py writes
-(and sim_vs_real.py through it), and its "cpu-live" block, which benchmarks/cpu_live.py writes;
-each script keeps the others' parts (:data:`KEPT`).
+(and sim_vs_real.py through it), its "cpu-live" block, which benchmarks/cpu_live.py writes, and
+its "saturation" block, which benchmarks/saturation.py writes; each script keeps the others'
+parts (:data:`KEPT`).
 """
 
 from __future__ import annotations
@@ -47,5 +48,6 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 SIM_VS_REAL = "sim-vs-real"
 CROSS_GPU = "cross-gpu"
 CPU_LIVE = "cpu-live"
-KEPT = (SIM_VS_REAL, CROSS_GPU, CPU_LIVE)
+SATURATION = "saturation"
+KEPT = (SIM_VS_REAL, CROSS_GPU, CPU_LIVE, SATURATION)
 """The blocks of docs/fidelity.md that benchmarks/fidelity.py keeps when it rewrites the file."""
