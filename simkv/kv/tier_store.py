@@ -17,6 +17,7 @@ rest of a store is dropped (``dropped``), as vLLM's ``prepare_store`` returns No
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 from simkv.kv.errors import InvariantViolation
@@ -39,6 +40,10 @@ class TierStore:
         self.clock = 0
         self.now_s = 0.0  # the simulated time, set by the tier's users (pins expire by it)
         self._pins: dict[int, float] = {}  # key -> time its retention pin ends
+        self._pin_ends: list[tuple[float, int]] = []  # heap of (pin end, key), some stale
+        # no block could be evicted, and nothing has changed since: a full tier's stores are
+        # dropped without scanning again until a store ends, a load ends or a pin ends
+        self._stuck = False
         self._state: dict[int, int] = {}  # key -> PENDING | READY
         self._holds: dict[int, int] = {}  # key -> loads reading it
         self.stored = 0  # blocks that entered (stores begun)
@@ -73,8 +78,9 @@ class TierStore:
             if key in state:
                 continue
             if len(state) >= self.capacity:
-                victim = self._victim()
+                victim = None if self._stuck and not self._thawed() else self._victim()
                 if victim is None:
+                    self._stuck = True
                     self.dropped += 1
                     continue
                 evicted.append(victim)
@@ -87,10 +93,24 @@ class TierStore:
     def pin(self, keys: Sequence[int], until_s: float) -> None:
         """Keep ``keys``' blocks (present or stored later) from eviction until ``until_s``
         (a retention hint: a prompt-caching TTL); a later pin extends an earlier one."""
-        pins = self._pins
+        pins, ends = self._pins, self._pin_ends
         for key in keys:
             if pins.get(key, 0.0) < until_s:
                 pins[key] = until_s
+                heapq.heappush(ends, (until_s, key))
+        if len(ends) > 2 * len(pins) + 1024:  # drop the stale entries now and then
+            self._pin_ends = [(until, key) for key, until in pins.items()]
+            heapq.heapify(self._pin_ends)
+
+    def _thawed(self) -> bool:
+        """Whether a pin has ended since the tier got stuck (it may have a victim again)."""
+        ends, now = self._pin_ends, self.now_s
+        if not ends or ends[0][0] > now:
+            return False
+        while ends and ends[0][0] <= now:
+            heapq.heappop(ends)
+        self._stuck = False
+        return True
 
     def _evictable(self, key: int) -> bool:
         """Ready, unheld and not pinned (an expired pin is dropped)."""
@@ -125,6 +145,7 @@ class TierStore:
             if state.get(key) != PENDING:
                 raise InvariantViolation(f"tier block {key} finished a store it did not begin")
             state[key] = READY
+        self._stuck = False
 
     def hold(self, keys: Sequence[int]) -> None:
         """A load reads the ready ``keys`` (a hit each): they may not leave until released."""
@@ -144,6 +165,7 @@ class TierStore:
                 holds[key] = left
             else:
                 del holds[key]
+        self._stuck = False
 
     def check(self) -> None:
         """Raise :class:`InvariantViolation` when an invariant (module docstring) fails."""

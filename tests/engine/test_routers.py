@@ -37,7 +37,10 @@ class View:
     def prompt_tokens(self, i: int) -> int:
         return self.prompt
 
-    def prefix_tokens(self, i: int, now: float) -> list[int]:
+    def prefix_tokens(
+        self, i: int, now: float, weights: dict[str, float] | None = None
+    ) -> list[float]:
+        assert weights is None  # (tier weights: tests/engine/test_tiers.py)
         return self.hits or [0] * self.size
 
 
