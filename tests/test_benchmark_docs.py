@@ -89,3 +89,17 @@ def test_license_is_an_spdx_string() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "Apache-2.0"
     assert "license-files" in project
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_kv_tiers_writes_its_evidence_only_when_asked(
+    write: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    bench = load_benchmark("kv_tiers")
+    for name in ("curves", "agentic_study", "bandwidth_and_capacity"):
+        monkeypatch.setattr(bench, name, lambda: [["a", "b"]])
+    monkeypatch.setattr(bench, "DOC", tmp_path / "kv-tiers-evidence.md")
+    monkeypatch.setattr(sys, "argv", ["kv_tiers.py", *(["--write-docs"] if write else [])])
+    bench.main()
+    assert "# KV offload tiers: the evidence" in capsys.readouterr().out
+    assert (tmp_path / "kv-tiers-evidence.md").exists() is write
