@@ -42,6 +42,7 @@ import numpy as np
 from simkv.config.fleet import DisaggregationConfig
 from simkv.engine.engine import Engine, Environment
 from simkv.engine.fleet_view import FleetView
+from simkv.engine.flow_events import FlowEvents
 from simkv.engine.handoff import Handoff
 from simkv.engine.kv_return import ReturnPath
 from simkv.engine.layerwise import LayerFeed
@@ -97,16 +98,16 @@ class Disaggregation:
         self.latency_s = link.latency_s
         nics = [g * link.bandwidth_bytes_per_s for g in gpus]
         self.net = TransferNet(nics, nics)
-        self._tick = 0  # the transfers' pending event (older ones are stale)
+        self.events = FlowEvents(env, self.net, self._flows_done)  # (its changed: after a start)
         self.layers: LayerFeed | None = None  # layer-wise hand-overs (else store-and-forward)
         if link.mode == "layerwise":
-            self.layers = LayerFeed(self.net, kv_bytes_per_token, num_layers, self._next_event)
+            self.layers = LayerFeed(self.net, kv_bytes_per_token, num_layers, self.events.changed)
         self.back: ReturnPath | None = None  # the return path (kv_return), when on
         if cfg.return_kv:
             self.back = ReturnPath(
                 self.net, replicas, self._handoff, self.prefill_of,
                 kv_bytes_per_token=kv_bytes_per_token, latency_s=link.latency_s,
-                changed=self._next_event,
+                changed=self.events.changed,
             )  # fmt: skip
 
     def remote(self, i: int, r: int, now: float) -> bool:
@@ -152,7 +153,7 @@ class Disaggregation:
         else:
             skip = seq.num_tokens - tokens
             self.layers.start(i, self.prefill_of[i], replica, skip, seq.num_tokens, now)
-        self._next_event()
+        self.events.changed()
 
     def finished(self, replica: int, seq: Seq, now: float) -> bool:
         """Decode replica ``replica`` finished ``seq``: whether its KV goes back
@@ -161,20 +162,8 @@ class Disaggregation:
             raise InvariantViolation(f"request {seq.req_id} sends KV back without return_kv")
         return self.back.finished(replica, seq, now)
 
-    def _next_event(self) -> None:
-        """One pending event at the transfers' next change (a new one makes older stale)."""
-        # (flows that ended as ``start`` moved the clock are reported at once)
-        when = self.env.now if self.net.unreported() else self.net.next_event_s()
-        self._tick += 1
-        if when != math.inf:
-            event = self.env.timeout_at(max(when, self.env.now))
-            event.callbacks.append(partial(self._changed, self._tick))
-
-    def _changed(self, tick: int, _event: object) -> None:
-        if tick != self._tick:
-            return  # superseded by a later change
-        now = self.env.now
-        done = self.net.advance(now)
+    def _flows_done(self, done: list[int], now: float) -> None:
+        """The transfers of ``done`` ended (:class:`~simkv.engine.flow_events.FlowEvents`)."""
         if self.back is not None:
             done = self.back.landed(done, now)
         if self.layers is None:
@@ -184,7 +173,6 @@ class Disaggregation:
                 self.layers.finished(i)
                 event = self.env.timeout_at(now + self.latency_s)
                 event.callbacks.append(partial(self._land, i))
-        self._next_event()
 
     def _land(self, i: int, _event: object) -> None:
         self._arrive([i], self.env.now)

@@ -18,32 +18,15 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable
-from functools import partial
-from typing import Any, Protocol
 
 import numpy as np
 
+from simkv.engine.flow_events import Clock, FlowEvents
 from simkv.engine.transfer import TransferNet
 from simkv.kv.tier_store import TierStore
 from simkv.metrics.tiers import TierTotals
 
 Done = Callable[[float], None]
-
-
-class Event(Protocol):
-    """A SimPy event as the net uses it: callbacks run when it fires."""
-
-    callbacks: list[Callable[[Any], None]]
-
-
-class Clock(Protocol):
-    """The run's environment (:class:`simkv.engine.engine.Environment`): its time, and an
-    event at an exact time."""
-
-    @property
-    def now(self) -> float: ...
-
-    def timeout_at(self, when: float) -> Event: ...
 
 
 class TierNet:
@@ -73,7 +56,7 @@ class TierNet:
         self.net = TransferNet(egress, ingress)
         self._done: dict[int, Done] = {}
         self._next_id = 0
-        self._tick = 0
+        self.events = FlowEvents(env, self.net, self._flows_done)
         n, nan = num_requests, array("d", [math.nan])
         # tokens each kind of tier supplied, per request
         self.hit_tokens = {kind: array("q", bytes(8 * n)) for kind in dict.fromkeys(kinds)}
@@ -101,7 +84,7 @@ class TierNet:
             self.stored_bytes[dst - tiers] += nbytes
         self.net.advance(now)  # (finishes before this start keep their own time)
         self.net.start(flow, src, dst, nbytes, now, latency_s)
-        self._next_event()
+        self.events.changed()
 
     def stored(self, tier: int) -> None:
         """Note the occupancy of tier ``tier``'s kind now (after a store began or ended): the
@@ -110,21 +93,9 @@ class TierNet:
         used = sum(s.used for s, k in zip(self.stores, self.kinds, strict=True) if k == kind)
         self._occupancy.append((self.env.now, tier, used))
 
-    def _next_event(self) -> None:
-        """One pending event at the flows' next change (a newer one makes older stale)."""
-        when = self.env.now if self.net.unreported() else self.net.next_event_s()
-        self._tick += 1
-        if when != math.inf:
-            event = self.env.timeout_at(max(when, self.env.now))
-            event.callbacks.append(partial(self._changed, self._tick))
-
-    def _changed(self, tick: int, _event: object) -> None:
-        if tick != self._tick:
-            return  # superseded by a later change
-        now = self.env.now
-        for flow in self.net.advance(now):
+    def _flows_done(self, flows: list[int], now: float) -> None:
+        for flow in flows:
             self._done.pop(flow)(now)
-        self._next_event()
 
     def columns(self) -> dict[str, np.ndarray]:
         """Per request: ``hit_tokens_<kind>`` (tokens each tier supplied, 0: none),
