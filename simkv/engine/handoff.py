@@ -132,8 +132,7 @@ class Handoff:
         if self.received.pop(seq.req_id, None) is not seq:
             raise InvariantViolation(f"{seq} runs before its KV arrived")
         seq.remote = 0
-        seq.table.length = seq.num_computed
-        if not self.kv.allocate_slots(seq, 1):
+        if not self.kv.allocate_with_prefix(seq, None, 1):  # (on the blocks it holds)
             raise InvariantViolation(f"{seq}: its received blocks have no slot for its last token")
 
     def pending(self) -> bool:

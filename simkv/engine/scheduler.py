@@ -233,15 +233,14 @@ class SchedulerBase:
             record_done(self.recorder, seq)
             handoff.hold(seq, now)
 
-    def _load(self, seq: Seq, hits: list[BlockId], now: float) -> int:
+    def _load(self, tiers: ReplicaTiers, seq: Seq, hits: list[BlockId], now: float) -> int:
         """Start loading the blocks of the waiting head ``seq`` after its HBM ``hits`` that
-        the KV tiers hold (:mod:`simkv.engine.tiers`): 1, 0 when they hold none, -1 when its
+        ``tiers`` hold (:mod:`simkv.engine.tiers`): 1, 0 when they hold none, -1 when its
         blocks are short (admission stops, as for any request)."""
-        tiers = self.tiers
-        parts = tiers.lookup(seq, len(hits)) if tiers is not None else None
+        parts = tiers.lookup(seq, len(hits))
         if not parts:
             return 0
-        if not tiers.load(seq, hits, parts, now):  # type: ignore[union-attr]
+        if not tiers.load(seq, hits, parts, now):
             return -1
         self.waiting.pop()
         return 1

@@ -70,8 +70,8 @@ class ReplicaTiers:
         self.kv = kv
         self.waiting = waiting
         self.block_size = kv.block_size
-        self.loading: dict[int, tuple[Seq, int, list[tuple[int, list[int]]]]] = {}
-        self.computed: dict[int, int] = {}  # tokens a loading request has once loaded
+        # request -> (it, its parts still in flight, its parts, tokens it has once loaded)
+        self.loading: dict[int, tuple[Seq, int, list[tuple[int, list[int]]], int]] = {}
         self.wake: Callable[[], None] = lambda: None  # the engine's wake_up
         self.pin_ttl_s: list[float] | None = None  # per request: its retention hint, s
         cache = kv.cache
@@ -126,8 +126,7 @@ class ReplicaTiers:
         net.load_start_s[i] = now
         # its loaded blocks are not stored again (``update_state_after_alloc``)
         seq.stored_upto = max(seq.stored_upto, len(hits) + loaded)
-        self.loading[i] = (seq, len(parts), parts)
-        self.computed[i] = (len(hits) + loaded) * self.block_size
+        self.loading[i] = (seq, len(parts), parts, (len(hits) + loaded) * self.block_size)
         for t, keys in parts:
             net.stores[t].hold(keys)
             net.hit_tokens[net.kinds[t]][i] += len(keys) * self.block_size
@@ -139,15 +138,15 @@ class ReplicaTiers:
 
     def _arrived(self, i: int, now: float) -> None:
         """One part of request ``i``'s load arrived; when the last has, it waits to run."""
-        seq, left, parts = self.loading[i]
+        seq, left, parts, computed = self.loading[i]
         if left > 1:
-            self.loading[i] = (seq, left - 1, parts)
+            self.loading[i] = (seq, left - 1, parts, computed)
             return
         del self.loading[i]
         for t, keys in parts:
             self.net.stores[t].release(keys)
         self.net.load_end_s[i] = now
-        self.kv.receive(seq, self.computed.pop(i))
+        self.kv.receive(seq, computed)
         self.waiting.push_front(seq)  # (its table counts its reserved slots until it runs)
         self.wake()
 
@@ -219,4 +218,4 @@ class ReplicaTiers:
         """The requests loading, and those loaded and waiting to run (each holds GPU
         blocks; a waiting request with computed tokens is one of them)."""
         loaded = [seq for seq in self.waiting if seq.num_computed]
-        return [*(seq for seq, _, _ in self.loading.values()), *loaded]
+        return [*(entry[0] for entry in self.loading.values()), *loaded]

@@ -67,13 +67,9 @@ def tier_summary(requests: pd.DataFrame, net: TierTotals) -> dict[str, float | i
         out[f"tier_capacity_blocks_{kind}"] = sum(net.capacity[t] for t in ids)
     loads = requests["tier_load_ms"].dropna().to_numpy()
     out["tier_loads"] = len(loads)
-    for name, value in (("mean", np.mean), ("p50", np.median), ("p99", None)):
-        if not len(loads):
-            out[f"tier_load_ms_{name}"] = None
-        elif value is None:
-            out[f"tier_load_ms_{name}"] = float(np.percentile(loads, 99))
-        else:
-            out[f"tier_load_ms_{name}"] = float(value(loads))
+    stats = {"mean": np.mean, "p50": np.median, "p99": lambda x: np.percentile(x, 99)}
+    for name, stat in stats.items():
+        out[f"tier_load_ms_{name}"] = float(stat(loads)) if len(loads) else None
     return out
 
 

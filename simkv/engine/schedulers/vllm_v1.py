@@ -308,7 +308,7 @@ class VllmV1Scheduler(SchedulerBase):
                 num_new = seq.num_tokens - seq.num_computed
             else:
                 hits = prefix.cached_prefix(seq)
-                if tiers is not None and (loads := self._load(seq, hits, now)):
+                if tiers is not None and (loads := self._load(tiers, seq, hits, now)):
                     if loads > 0:
                         continue
                     break
