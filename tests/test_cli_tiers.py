@@ -63,6 +63,11 @@ def test_without_tiers_nothing_changes_shape(tmp_path: Path) -> None:
          "--set kv_cache.tiers", "each at most once"),
         ("kv_cache.prefix_caching=none", "tiers.yaml:", "KV tiers need"),
         ("kv_cache.tiers.0.store=sometimes", "--set kv_cache.tiers.0.store", "'write_through'"),
+        ("kv_cache.tiers.1.stored_blocks=prompt", "kv_cache.tiers", "first tier only"),
+        ("kv_cache.tiers.0.stored_blocks=outputs", "--set kv_cache.tiers.0.stored_blocks",
+         "'prompt_and_output'"),
+        ("kv_cache.tiers=[{kind: cpu, capacity_gib: 1, store: on_evict, stored_blocks: prompt}]",
+         "--set kv_cache.tiers", "needs store: write_through"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_located_line(tmp_path: Path, item: str, place: str, words: str) -> None:

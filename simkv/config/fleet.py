@@ -213,6 +213,9 @@ class FleetConfig(Frozen):
     def _remote_kind(cls, tier: TierConfig | None) -> TierConfig | None:
         if tier is not None and tier.kind != "remote":
             raise ValueError(f"fleet.remote_tier is the shared tier: kind remote, not {tier.kind}")
+        if tier is not None and tier.stored_blocks == "prompt":
+            raise ValueError("stored_blocks: prompt is set on a replica's first tier "
+                             "(kv_cache.tiers), not on the shared one")  # fmt: skip
         return tier
 
     @property

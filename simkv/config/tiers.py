@@ -136,8 +136,19 @@ class TierConfig(Frozen):
         "tier above evicts them (SGLang HiCache's write_back)",
     )
 
+    stored_blocks: Literal["prompt_and_output", "prompt"] = Field(
+        "prompt_and_output",
+        description="which computed blocks a write_through first tier stores: "
+        "prompt_and_output (vLLM's OffloadingConnector stores every full block it computes, "
+        "_get_reqs_to_store) or prompt (LMCache's default, save_decode_cache: false); set on a "
+        "replica's first tier (kv_cache.tiers) only",
+    )
+
     @model_validator(mode="after")
     def _one_capacity(self) -> TierConfig:
+        if self.stored_blocks == "prompt" and self.store != "write_through":
+            raise ValueError("stored_blocks: prompt needs store: write_through (a tier storing on "
+                             "eviction takes whatever the tier above evicts)")  # fmt: skip
         if (self.capacity_gib is None) == (self.capacity_blocks is None):
             raise ValueError(f"a {self.kind} tier needs capacity_gib or capacity_blocks, one")
         if self.medium is not None and TIER_MEDIA[self.medium].kind != self.kind:
@@ -189,4 +200,7 @@ def check_tier_list(tiers: list[TierConfig]) -> list[TierConfig]:
         raise ValueError("a remote tier is shared by a fleet: give it as fleet.remote_tier")
     if len(set(kinds)) != len(kinds) or kinds not in (["cpu"], ["disk"], ["cpu", "disk"], []):
         raise ValueError(f"tiers go cpu, then disk, each at most once (got {kinds})")
+    if any(tier.stored_blocks == "prompt" for tier in tiers[1:]):
+        raise ValueError("stored_blocks: prompt is set on the first tier only (a lower tier gets "
+                         "what the first one holds)")  # fmt: skip
     return tiers

@@ -12,7 +12,8 @@ of tiers (:mod:`simkv.config.tiers`):
   its block). A block is found by a lookup only once its bytes arrived; a full tier evicts
   by its policy (:mod:`simkv.kv.tier_policies`), and a store with no block to evict is dropped.
   Each request's blocks are stored once (``Seq.stored_upto``; after a preemption too), and
-  blocks it loaded are not stored again.
+  blocks it loaded are not stored again. With the first tier's ``stored_blocks: prompt`` only the
+  prompt's full blocks are stored, as LMCache does by default (``save_decode_cache: false``).
 * **Load**: when the scheduler admits a waiting request, after its HBM hits
   (``get_computed_blocks``), the following blocks are looked up tier by tier, each in the
   first tier that has it ready, up to the first block no tier has (at most ``num_tokens - 1``
@@ -74,6 +75,7 @@ class ReplicaTiers:
         self.loading: dict[int, tuple[Seq, int, list[tuple[int, list[int]]], int]] = {}
         self.wake: Callable[[], None] = lambda: None  # the engine's wake_up
         self.pin_ttl_s: list[float] | None = None  # per request: its retention hint, s
+        self.prompt_only = False  # store only prompt blocks (the first tier's ``stored_blocks``)
         cache = kv.cache
         if on_evict[0]:
             if cache is None or not hasattr(cache, "evicted_keys"):
@@ -169,6 +171,8 @@ class ReplicaTiers:
         for seq in seqs:
             keys = seq.keys
             full = seq.num_computed // bs
+            if self.prompt_only:
+                full = min(full, seq.prompt_tokens // bs)
             if full > seq.stored_upto and keys is not None and keys.owner is None:
                 stream, old = keys.extend(full), seq.stored_upto
                 new += stream[old:full]

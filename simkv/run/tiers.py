@@ -77,6 +77,8 @@ def attach_tiers(
         tiers = ReplicaTiers(net, r, own[r], modes[r], sched.kv, sched.waiting)  # type: ignore[attr-defined]
         tiers.wake = engine.wake_up
         tiers.pin_ttl_s = pins
+        first = group_of[r].config.kv_cache.tiers
+        tiers.prompt_only = bool(first) and first[0].stored_blocks == "prompt"
         sched.tiers = tiers
         sched.lazy_decode(False)
     return net

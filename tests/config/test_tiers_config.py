@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from simkv.config.fleet import FleetConfig
 from simkv.config.tiers import TIER_MEDIA, TierConfig, check_tier_list
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "kv-tiers.md"
@@ -56,3 +57,18 @@ def test_tier_order() -> None:
     assert check_tier_list([cpu, disk]) == [cpu, disk]
     with pytest.raises(ValueError, match="cpu, then disk"):
         check_tier_list([disk, cpu])
+
+
+def test_stored_blocks_prompt_belongs_to_a_replicas_first_tier_only() -> None:
+    first = TierConfig(kind="cpu", capacity_gib=1, stored_blocks="prompt")
+    disk = TierConfig(kind="disk", capacity_gib=1, medium="nvme_gen4")
+    assert check_tier_list([first, disk]) == [first, disk]
+    with pytest.raises(ValueError, match="first tier only"):
+        check_tier_list([TierConfig(kind="cpu", capacity_gib=1), disk.model_copy(
+            update={"stored_blocks": "prompt"})])  # fmt: skip
+    with pytest.raises(ValidationError, match="not on the shared one"):
+        FleetConfig.model_validate({
+            "replicas": [{"count": 2}],
+            "remote_tier": {"kind": "remote", "capacity_gib": 1, "medium": "rdma_200g",
+                            "stored_blocks": "prompt"},
+        })  # fmt: skip

@@ -39,11 +39,12 @@ def _config(
     tiers: list[dict[str, Any]],
     rows: list[tuple[float, int, int]] | None = None,
     num_blocks: int = 5,
+    output: int = 1,
 ) -> SimConfig:
     trace = tmp_path / "trace.jsonl"
     rows = rows or [(0, 1, 13), (30, 2, 13), (60, 1, 13)]
     lines = [
-        {"timestamp": ms, "input_length": n, "output_length": 1, "hash_ids": [h]}
+        {"timestamp": ms, "input_length": n, "output_length": output, "hash_ids": [h]}
         for ms, h, n in rows
     ]
     trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -92,6 +93,18 @@ def test_write_through_cpu_hit_costs_latency_plus_bytes_over_bandwidth(tmp_path:
     # stored: A's 3 blocks and B's 3 (A2's loaded blocks are not stored again)
     assert summary["tier_stored_bytes_cpu"] == 6 * BLOCK_BYTES
     assert summary["tier_hit_requests_cpu"] == 1 and summary["tier_loads"] == 1
+
+
+@pytest.mark.parametrize(("blocks", "stored"), [("prompt_and_output", 3), ("prompt", 2)])
+def test_stored_blocks_prompt_stores_the_prompt_alone(
+    tmp_path: Path, blocks: str, stored: int
+) -> None:
+    # one request of 9 prompt tokens and 6 output tokens computes 9 + 5 = 14 tokens: 3 full
+    # blocks of 4 (vLLM's OffloadingConnector stores all 3), 2 of them the prompt's (LMCache's
+    # save_decode_cache: false stores those alone)
+    cfg = _config(tmp_path, [_cpu(stored_blocks=blocks)], rows=[(0, 1, 9)], output=6)
+    _, summary = _run(cfg, tmp_path)
+    assert summary["tier_stored_bytes_cpu"] == stored * BLOCK_BYTES
 
 
 def test_a_block_evicted_from_hbm_is_found_in_cpu(tmp_path: Path) -> None:
