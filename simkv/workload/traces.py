@@ -134,27 +134,28 @@ def _seconds(table: Table, name: str, per_s: float = 1.0) -> np.ndarray:
     return table.numbers(name, minimum=0, integer=False, maximum=MAX_ARRIVAL_S * per_s) / per_s
 
 
-def _mooncake(table: Table, columns: ColumnMap | None) -> _Rows:
-    arrival_s = _seconds(table, "timestamp", per_s=1000.0)
+def _hashed(table: Table, per_s: float, block_tokens: int, *, full: bool) -> _Rows:
+    """A trace of ``timestamp`` (in 1/``per_s`` s), ``input_length``, ``output_length`` and,
+    optionally, ``hash_ids`` of ``block_tokens``-token blocks (checked by
+    :func:`check_hash_counts`, ``full`` as there)."""
+    arrival_s = _seconds(table, "timestamp", per_s=per_s)
     prompt = table.ints("input_length", maximum=MAX_TOKENS)
     output = table.ints("output_length", maximum=MAX_TOKENS)
     hash_ids = None
     if table.has("hash_ids"):
         hash_ids = hash_id_lists(table)
-        check_hash_counts(table, hash_ids, prompt, MOONCAKE_BLOCK_TOKENS, full=False)
-    return _Rows(arrival_s, prompt, output, hash_ids=hash_ids, block_tokens=MOONCAKE_BLOCK_TOKENS)
+        check_hash_counts(table, hash_ids, prompt, block_tokens, full=full)
+    return _Rows(arrival_s, prompt, output, hash_ids=hash_ids, block_tokens=block_tokens)
+
+
+def _mooncake(table: Table, columns: ColumnMap | None) -> _Rows:
+    """Mooncake FAST'25 traces: ``timestamp`` in ms, 512-token ``hash_ids``, one per block."""
+    return _hashed(table, 1000.0, MOONCAKE_BLOCK_TOKENS, full=False)
 
 
 def _bailian(table: Table, columns: ColumnMap | None) -> _Rows:
     """Qwen-Bailian usage traces: ``timestamp`` in seconds, 16-token ``hash_ids``."""
-    arrival_s = _seconds(table, "timestamp")
-    prompt = table.ints("input_length", maximum=MAX_TOKENS)
-    output = table.ints("output_length", maximum=MAX_TOKENS)
-    hash_ids = None
-    if table.has("hash_ids"):
-        hash_ids = hash_id_lists(table)
-        check_hash_counts(table, hash_ids, prompt, BAILIAN_BLOCK_TOKENS, full=True)
-    return _Rows(arrival_s, prompt, output, hash_ids=hash_ids, block_tokens=BAILIAN_BLOCK_TOKENS)
+    return _hashed(table, 1.0, BAILIAN_BLOCK_TOKENS, full=True)
 
 
 def _lengths(table: Table, columns: ColumnMap | None) -> _Rows:
