@@ -52,7 +52,10 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "benchmarks" / "data" / "splitwise_sim_results.csv"
 DOC = ROOT / "docs" / "splitwise-sim.md"
 TRACE = ROOT / "traces" / "azure2023" / "AzureLLMInferenceTrace_conv.csv"
-TABLE = ROOT / "traces" / "measured" / "splitwise" / "perf_model_a100.csv"
+TABLES = ROOT / "traces" / "measured" / "splitwise"
+SKUS = {"dgx-a100": ("a100-80gb", "ib_hdr"), "dgx-h100": ("h100-80gb", "ib_ndr")}
+"""splitwise-sim's machine → simkv's GPU preset and the machine's InfiniBand generation
+(DGX-A100: 8 × HDR 200 Gb/s; DGX-H100: 8 × NDR 400 Gb/s)."""
 REQUESTS = 1000
 RATES = {"x1": 1.0, "x4": 4.0}
 SPLITWISE_TOKENS = 210_640  # (8 x 80 GiB - 135e9 B) / 2,621,440 B, splitwise's instance KV
@@ -60,22 +63,40 @@ SPLITWISE_GB_PER_S = 200 * 1024**3 / 1e9 / 8  # kv_jsq's 200 GiB/s an instance, 
 METRICS = ("ttft", "tbt", "e2e")
 
 
-def _fleet(prompt: int, token: int, matched: bool) -> dict[str, Any]:
-    """4 replicas: colocated (``prompt == 0``) or ``prompt`` prefill and ``token`` decode."""
-    if prompt == 0:
+def table_path(sku: str) -> Path:
+    """The Splitwise step table measured on machine ``sku``."""
+    return TABLES / f"perf_model_{SKUS[sku][0].split('-')[0]}.csv"
+
+
+def _group(sku: str, count: int, role: str | None = None) -> dict[str, Any]:
+    """``count`` TP-8 replicas of machine ``sku``, priced by its own table."""
+    group: dict[str, Any] = {"count": count, "gpu": SKUS[sku][0],
+                             "cost_model": {"kind": "table", "path": str(table_path(sku)),
+                                            "model": "llama2-70b"}}  # fmt: skip
+    if role is not None:
+        group.update(name="prompt" if role == "prefill" else "token", role=role)
+    return group
+
+
+def _fleet(ref: Any, matched: bool) -> dict[str, Any]:
+    """A reference row's machines: colocated (no prompt machines) or two pools."""
+    if ref.prompt_machines == 0:
         router = "shortest_queue_tokens" if matched else "least_outstanding"
-        return {"router": {"kind": router}, "replicas": [{"count": token}]}
-    link = ({"kind": "ib_hdr", "gb_per_s": SPLITWISE_GB_PER_S, "latency_us": 0}
-            if matched else {"kind": "ib_hdr"})  # fmt: skip
+        return {"router": {"kind": router},
+                "replicas": [_group(ref.token_sku, ref.mixed_machines)]}  # fmt: skip
+    # the slower end's NICs bound a hand-over between two machine kinds
+    kind = min(SKUS[ref.prompt_sku][1], SKUS[ref.token_sku][1])  # ib_hdr < ib_ndr
+    link = ({"kind": kind, "gb_per_s": SPLITWISE_GB_PER_S, "latency_us": 0}
+            if matched else {"kind": kind})  # fmt: skip
     return {
         "router": {"kind": "least_outstanding"},
         "disaggregation": {"link": link, "prefill_router": {"kind": "least_outstanding"}},
-        "replicas": [{"name": "prompt", "role": "prefill", "count": prompt},
-                     {"name": "token", "role": "decode", "count": token}],
+        "replicas": [_group(ref.prompt_sku, ref.prompt_machines, "prefill"),
+                     _group(ref.token_sku, ref.token_machines, "decode")],
     }  # fmt: skip
 
 
-def config(prompt: int, token: int, rate: str, matched: bool) -> dict[str, Any]:
+def config(ref: Any, matched: bool) -> dict[str, Any]:
     """The simkv config of one reference row (module docstring: *matched* or *vLLM*)."""
     model: dict[str, Any] = {"preset": "llama-2-70b", "max_model_len": 8192}
     scheduler: dict[str, Any] = {"kind": "vllm_v1"}
@@ -84,14 +105,14 @@ def config(prompt: int, token: int, rate: str, matched: bool) -> dict[str, Any]:
         model["num_kv_heads"] = 64
         kv["num_blocks"] = SPLITWISE_TOKENS // 16
         scheduler.update(max_num_seqs=512, max_num_batched_tokens=2048)
+    top = _group(ref.token_sku, 1)
     return {
-        "name": f"splitwise-{prompt}p{token}t-{rate}-{'matched' if matched else 'vllm'}",
-        "seed": 0, "model": model, "gpu": "a100-80gb", "parallel": {"tensor_parallel": 8},
-        "kv_cache": kv, "scheduler": scheduler,
-        "cost_model": {"kind": "table", "path": str(TABLE), "model": "llama2-70b"},
+        "name": f"{ref.config}-{ref.rate}-{'matched' if matched else 'vllm'}",
+        "seed": 0, "model": model, "gpu": top["gpu"], "parallel": {"tensor_parallel": 8},
+        "kv_cache": kv, "scheduler": scheduler, "cost_model": top["cost_model"],
         "workload": {"kind": "trace", "path": str(TRACE), "limit": REQUESTS,
-                     "time_scale": 1.0 / RATES[rate]},
-        "fleet": _fleet(prompt, token, matched),
+                     "time_scale": 1.0 / RATES[ref.rate]},
+        "fleet": _fleet(ref, matched),
     }  # fmt: skip
 
 
@@ -126,9 +147,9 @@ def metrics(requests: pd.DataFrame, steps: pd.DataFrame) -> dict[str, float]:
     return row
 
 
-def run(prompt: int, token: int, rate: str, matched: bool, folder: Path) -> dict[str, float]:
-    """Simulate one configuration and measure it as the reference does."""
-    data = config(prompt, token, rate, matched)
+def run(ref: Any, matched: bool, folder: Path) -> dict[str, float]:
+    """Simulate reference row ``ref``'s configuration and measure it as the reference does."""
+    data = config(ref, matched)
     path = folder / f"{data['name']}.yaml"
     path.write_text(yaml.safe_dump(data))
     out = simulate(load_config(path), folder / data["name"])
@@ -136,22 +157,33 @@ def run(prompt: int, token: int, rate: str, matched: bool, folder: Path) -> dict
 
 
 def reference() -> pd.DataFrame:
-    """The splitwise-sim rows simkv can stand beside: the baseline and the fixed pools."""
+    """The splitwise-sim rows simkv can stand beside: the baselines and the fixed pools (the
+    machine kinds ``dgx-a100`` where the file predates its sku columns)."""
     ref = pd.read_csv(REFERENCE)
+    for column in ("prompt_sku", "token_sku"):
+        if column not in ref:
+            ref[column] = "dgx-a100"
     return ref[ref["scheduler"].isin(["token_jsq", "kv_jsq"])].reset_index(drop=True)
+
+
+def _label(ref: Any) -> str:
+    def kind(sku: str) -> str:
+        return SKUS[sku][0].split("-")[0].upper()
+
+    if ref.prompt_machines == 0:
+        return f"colocated {ref.mixed_machines} {kind(ref.token_sku)}"
+    return (f"{ref.prompt_machines} {kind(ref.prompt_sku)} prompt : "
+            f"{ref.token_machines} {kind(ref.token_sku)} token")  # fmt: skip
 
 
 def compare(folder: Path) -> pd.DataFrame:
     """One row per (reference row, source): splitwise-sim, simkv matched, simkv vLLM."""
     rows = []
     for ref in reference().itertuples(index=False):
-        name = "colocated 4" if ref.prompt_machines == 0 else (
-            f"{ref.prompt_machines} prompt : {ref.token_machines} token")  # fmt: skip
-        token = ref.token_machines or ref.mixed_machines
-        base = {"config": name, "rate": ref.rate}
+        base = {"config": _label(ref), "rate": ref.rate}
         rows.append({**ref._asdict(), **base, "source": "splitwise-sim"})
         for matched in (True, False):
-            got = run(ref.prompt_machines, token, ref.rate, matched, folder)
+            got = run(ref, matched, folder)
             rows.append({**base, "source": "simkv " + ("matched" if matched else "vLLM"), **got})
     return pd.DataFrame(rows)
 
@@ -206,7 +238,7 @@ def _mixed_pool() -> str:
 
 def _decode_note(df: pd.DataFrame) -> str:
     """The decode price each simulator charges, from the table and the runs."""
-    table_rows = pd.read_csv(TABLE)
+    table_rows = pd.read_csv(table_path("dgx-a100"))
     ref = table_rows[(table_rows["model"] == "llama2-70b") & (table_rows["tensor_parallel"] == 8)
                      & (table_rows["prompt_size"] == 512)]  # fmt: skip
     by_batch = ref.groupby("batch_size")["token_time"].mean()
@@ -231,7 +263,7 @@ def _decode_note(df: pd.DataFrame) -> str:
 
 def _per_token() -> str:
     """The table's prompt time per token at TP 8, at 2,048 tokens and at 8,192 (batched)."""
-    rows = pd.read_csv(TABLE)
+    rows = pd.read_csv(table_path("dgx-a100"))
     rows = rows[(rows["model"] == "llama2-70b") & (rows["tensor_parallel"] == 8)]
     tokens = rows["prompt_size"] * rows["batch_size"]
     cost = (rows["prompt_time"] / tokens).groupby(tokens).mean()

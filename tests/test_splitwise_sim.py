@@ -41,12 +41,14 @@ def test_light_load_prompts_agree_with_splitwise_sim(tmp_path: Path) -> None:
     # 2 prompt : 2 token machines at the trace's own rate: nothing queues for the prompt
     # machines, so TTFT is the table's prompt time in both simulators
     ref = bench.reference()
-    want = ref[(ref["prompt_machines"] == 2) & (ref["rate"] == "x1")].iloc[0]
-    got = bench.run(2, 2, "x1", True, tmp_path)
-    assert got["requests_finished"] == want["requests_finished"] == 1000
-    assert got["ttft_p50_ms"] == pytest.approx(want["ttft_p50_ms"], rel=0.02)
+    rows = ref[(ref["prompt_machines"] == 2) & (ref["token_machines"] == 2) & (ref["rate"] == "x1")
+               & (ref["prompt_sku"] == "dgx-a100")]  # fmt: skip
+    want = next(rows.itertuples(index=False))
+    got = bench.run(want, True, tmp_path)
+    assert got["requests_finished"] == want.requests_finished == 1000
+    assert got["ttft_p50_ms"] == pytest.approx(want.ttft_p50_ms, rel=0.02)
     # the decode price is where they part (the doc's first explanation): simkv's is dearer
-    assert got["tbt_p50_ms"] > 1.2 * want["tbt_p50_ms"]
+    assert got["tbt_p50_ms"] > 1.2 * want.tbt_p50_ms
 
 
 @pytest.mark.parametrize("write", [False, True])
