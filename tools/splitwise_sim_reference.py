@@ -7,14 +7,18 @@ through ``subprocess`` (one ``run.py`` per configuration and rate, single proces
 launcher) and never imports it. See ``benchmarks/data/splitwise_sim_README.md`` for provenance
 and splitwise-sim's semantics.
 
-Setting (fixed): Llama-2-70B (``llama2-70b`` / ``llama2-70b-fp16``), 4 DGX-A100 servers (one
-TP-8 instance per server), ``performance_model=db`` (``data/perf_model.csv``), seed 0; the first
-``--rows`` rows of the Azure 2023 conversation trace at its own arrival times (rate ``x1``) and
-with arrivals divided by 4 (rate ``x4``). Configurations: the colocated ``baseline`` start state
+Setting (fixed): Llama-2-70B (``llama2-70b`` / ``llama2-70b-fp16``), one TP-8 instance per
+DGX server, ``performance_model=db`` (``data/perf_model.csv``), seed 0; the first ``--rows`` rows
+of the Azure 2023 conversation trace at its own arrival times (rate ``x1``) and with arrivals
+divided by 4 (rate ``x4``). Configurations on 4 DGX-A100: the colocated ``baseline`` start state
 with the ``token_jsq`` scheduler (as ``scripts/run_baseline_a.sh``), and the homogeneous
 ``splitwise`` start state with prompt:token machines 1:3, 2:2, 3:1 under ``mixed_pool`` (the
 scheduler of ``scripts/run_splitwise_aa.sh`` and ``run_isocost.sh``) and, as pure-split
 references, ``kv_jsq`` (no overlap) and ``overlap_kv_jsq`` (its "overlap": 10x bandwidth).
+Then splitwise-sim's isocost clusters scaled to a budget of 4 DGX-H100 (see
+``isocost_configurations``): baselines on 4 H100 and 8 A100, splits 2:2 on 4 H100, 4:4 on 8 A100,
+and Splitwise-HA (2 H100 prompt + 4 A100 token machines, heterogeneous split), each split under
+``kv_jsq`` and ``mixed_pool``. Columns ``prompt_sku``/``token_sku`` name the machines' SKU.
 
 Trace conversion: ``arrival_timestamp`` = TIMESTAMP minus the first TIMESTAMP in seconds, divided
 by the rate factor, **plus 1 s**: splitwise-sim's ``Simulator.schedule`` runs a zero-delay event
@@ -56,7 +60,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = REPO / "traces" / "azure2023" / "AzureLLMInferenceTrace_conv.csv"
 DEFAULT_OUT = REPO / "benchmarks" / "data" / "splitwise_sim_results.csv"
-MACHINES = 4
+MACHINES = 4  # the original comparison: 4 DGX-A100
+A100, H100 = "dgx-a100", "dgx-h100"  # cluster.servers.0 / .1 of cluster=half_half
 RATES: dict[str, float] = {"x1": 1.0, "x4": 4.0}
 ARRIVAL_SHIFT_S = 1.0
 PERCENTILES = (50, 90, 99)
@@ -64,44 +69,96 @@ PERCENTILES = (50, 90, 99)
 
 @dataclass(frozen=True)
 class Config:
-    """One splitwise-sim cluster configuration on ``MACHINES`` DGX-A100 servers.
+    """One splitwise-sim cluster configuration (one TP-8 instance per DGX server).
 
     ``prompt_machines == token_machines == 0`` means the colocated baseline: every machine
-    runs one mixed (prompt and decode) instance.
+    runs one mixed (prompt and decode) instance. ``heterogeneous`` means splitwise's
+    heterogeneous split: every ``prompt_sku`` server is a prompt machine and every
+    ``token_sku`` server a token machine (``start_state.split_type=heterogeneous``).
     """
 
     name: str
     prompt_machines: int
     token_machines: int
     scheduler: str
+    a100: int = MACHINES
+    h100: int = 0
+    prompt_sku: str = A100
+    token_sku: str = A100
+    heterogeneous: bool = False
 
     def overrides(self) -> list[str]:
-        """Hydra overrides selecting this configuration's start state and scheduler."""
+        """Hydra overrides selecting this configuration's cluster, start state and scheduler."""
         common = [
             f"applications.0.scheduler={self.scheduler}",
             "cluster=half_half",
-            f"cluster.servers.0.count={MACHINES}",
-            "cluster.servers.1.count=0",
+            f"cluster.servers.0.count={self.a100}",
+            f"cluster.servers.1.count={self.h100}",
         ]
         if self.prompt_machines == 0 and self.token_machines == 0:
             return [*common, "start_state=baseline"]
-        return [
+        split = [
             *common,
             "start_state=splitwise",
-            "start_state.split_type=homogeneous",
+            f"start_state.split_type={'heterogeneous' if self.heterogeneous else 'homogeneous'}",
             f"start_state.prompt.num_instances={self.prompt_machines}",
             f"start_state.token.num_instances={self.token_machines}",
         ]
+        if self.heterogeneous:
+            split += [
+                f"start_state.prompt.instance_names=[{self.prompt_sku}]",
+                f"start_state.token.instance_names=[{self.token_sku}]",
+            ]
+        return split
+
+
+def isocost_configurations() -> list[Config]:
+    """splitwise-sim's isocost setting scaled to a budget of 4 DGX-H100.
+
+    ``experiment/isocost_cluster.yaml`` buys ``int(4.76 * (40 - h) // 2.21)`` DGX-A100 for the
+    budget of 40 - h DGX-H100: 8 for 4 H100 (86/40 = 2.15 A100 per H100), and 4 for the
+    budget of 2 H100 in Splitwise-HA (``experiment/splitwise_ha_isocost.yaml``): 2 H100 prompt
+    machines + 4 A100 token machines.
+    """
+    h, a = dict(a100=0, h100=4), dict(a100=8, h100=0)
+    configs = [
+        Config("baseline_h100_4", 0, 0, "token_jsq", **h, prompt_sku=H100, token_sku=H100),
+        Config("baseline_a100_8", 0, 0, "token_jsq", **a),
+    ]
+    for scheduler in ("kv_jsq", "mixed_pool"):
+        configs += [
+            Config(
+                f"splitwise_hh_2p2t_{scheduler}",
+                2,
+                2,
+                scheduler,
+                **h,
+                prompt_sku=H100,
+                token_sku=H100,
+            ),
+            Config(f"splitwise_aa_4p4t_{scheduler}", 4, 4, scheduler, **a),
+            Config(
+                f"splitwise_ha_2p4t_{scheduler}",
+                2,
+                4,
+                scheduler,
+                a100=4,
+                h100=2,
+                prompt_sku=H100,
+                heterogeneous=True,
+            ),
+        ]
+    return configs
 
 
 def configurations() -> list[Config]:
-    """The colocated baseline and the three splits under each split scheduler."""
+    """The 4-A100 baseline and three splits under each split scheduler, then the isocost set."""
     configs = [Config("baseline_4", 0, 0, "token_jsq")]
     for scheduler in ("mixed_pool", "kv_jsq", "overlap_kv_jsq"):
         for prompt in (1, 2, 3):
             name = f"splitwise_{prompt}p{MACHINES - prompt}t_{scheduler}"
             configs.append(Config(name, prompt, MACHINES - prompt, scheduler))
-    return configs
+    return configs + isocost_configurations()
 
 
 def write_traces(source: Path, rows: int, trace_dir: Path) -> dict[str, Path]:
@@ -218,10 +275,15 @@ def main() -> None:
                 "config": config.name,
                 "prompt_machines": config.prompt_machines,
                 "token_machines": config.token_machines,
-                "mixed_machines": MACHINES - config.prompt_machines - config.token_machines,
+                "mixed_machines": config.a100
+                + config.h100
+                - config.prompt_machines
+                - config.token_machines,
                 "scheduler": config.scheduler,
                 "rate": label,
                 **summarise(run_dir, trace),
+                "prompt_sku": config.prompt_sku,
+                "token_sku": config.token_sku,
             }
             print(f"{config.name} {label}: {row['requests_finished']} finished", flush=True)
             rows.append(row)
