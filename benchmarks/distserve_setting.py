@@ -70,8 +70,19 @@ ATTAINMENT = 0.9  # share of requests meeting both SLOs (_plot.py's atta_target)
 CONTEXT_TOKENS = 2048  # OPT-13B's context: DistServe drops prompt + output >= this
 SCALES = (1.0, 1.6, 2.5, 4.0)
 GPUS = 3  # DistServe's OPT-13B instance: prefill TP 2 + decode TP 1
-RATE_MIN, RATE_MAX, TOLERANCE = 0.05, 32.0, 0.02
+RATE_MIN, RATE_MAX, TOLERANCE = 0.1, 16.0, 0.02
+DISTSERVE_SPLIT = "p1tp2-d1tp1"  # its OPT-13B placement, in plan_splits' names
 LENGTHS = "sharegpt-distserve.csv"
+KEPT = (
+    "arrival_s",
+    "first_scheduled_s",
+    "first_token_s",
+    "finish_s",
+    "generated_tokens",
+    "status",
+    "prefill_scheduled_s",
+    "kv_handoff_s",
+)  # the request columns read here
 VLLM_02 = {"kind": "vllm_v0", "vllm_version": "0.4", "max_num_seqs": 1024,
            "max_num_batched_tokens": 16384}  # fmt: skip
 
@@ -185,7 +196,8 @@ class Runs:
             out = simulate(cfg, self.out)
             steps = out.steps
             prefill = float(steps.loc[steps["prefill_tokens"] > 0, "duration_s"].sum())
-            self.cache[key] = Outcome(out.requests, float(steps["duration_s"].sum()), prefill)
+            kept = out.requests[[c for c in out.requests.columns if c in KEPT]]
+            self.cache[key] = Outcome(kept, float(steps["duration_s"].sum()), prefill)
         return self.cache[key]
 
     def goodput(self, split: Split, scale: float, at_prefill: bool) -> float | None:
