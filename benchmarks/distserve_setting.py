@@ -51,7 +51,7 @@ Every choice and where it comes from (paths are in the DistServe repository):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +230,19 @@ def diagnose(run: Outcome, scale: float) -> list[str]:
     share = run.prefill_busy_s / max(run.busy_s, 1e-12)
     return [f"{met['ttft']:.1%}", f"{met['tpot']:.1%}", f"{met['both']:.1%}", f"{wait:.0f}",
             f"{ttft:.0f}", f"{tpot:.0f}", f"{share:.0%}"]  # fmt: skip
+
+
+ROOFLINE = 'cost_model={"kind": "roofline", "host_era": "vllm-0.2-0.4"}'
+"""The check's step model: simkv's roofline with vLLM 0.2's host costs (simkv.config.host_eras,
+fitted on the same DistServe profile) and its default GPU efficiencies (vLLM 0.19's kernels)."""
+
+
+def roofline_check(runs: Runs, splits: list[Split], scale: float) -> list[list[str]]:
+    """Each layout's goodput per GPU at ``scale`` under :data:`ROOFLINE` instead of the
+    profile: how much the verdict owes to the 2023 kernels' prefill times."""
+    out = []
+    for split in splits:
+        variant = replace(split, name=f"{split.name}+roofline", sets=(*split.sets, ROOFLINE))
+        rate = runs.goodput(variant, scale, True)
+        out.append([split.name, "—" if rate is None else f"{rate / split.gpus:.2f}"])
+    return out
