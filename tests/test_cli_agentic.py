@@ -12,7 +12,7 @@ from tests.hostile.cli import one_error, succeeds
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "agentic.yaml"
-CONVERSATION = ROOT / "traces" / "mooncake" / "conversation_trace_first1000.jsonl"
+CONVERSATION = ROOT / "traces" / "mooncake" / "conversation_trace.jsonl"
 SHORT = ["--set", "workload.num_sessions=8"]
 
 
