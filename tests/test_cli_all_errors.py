@@ -70,7 +70,8 @@ def test_validate_checks_the_kv_pool_as_run_does(tiny: Path) -> None:
     lines = errors(["validate", str(tiny), "--set", "kv_cache.num_blocks=3"])
     assert lines == [
         f"{tiny}:9 kv_cache: the KV cache holds 12 tokens (3 blocks of 4), less than "
-        "max_model_len 64; give it more memory or lower model.max_model_len"
+        "max_model_len 64; give it more memory or lower model.max_model_len "
+        "(with --set kv_cache.num_blocks)"
     ]
 
 

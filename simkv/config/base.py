@@ -83,10 +83,15 @@ class YamlDoc:
 
     def error_at(self, path: KeyPath, message: str) -> InputError:
         """``message`` about the key at ``path``: blamed on ``--set`` if an override wrote it,
-        else on this file at the key's line."""
+        else on this file at the key's line, naming the ``--set`` items that changed keys
+        inside it (a whole-list rule broken by one item's override)."""
         field = ".".join(str(part) for part in path) or None
         if self.from_set(path):
             return InputError(message, file="--set", field=field)
+        inside = sorted(".".join(map(str, key)) for key in self.set_paths
+                        if key[: len(path)] == path and len(key) > len(path))  # fmt: skip
+        if inside:  # the file's node, as --set changed it: name both
+            message = f"{message} (with --set {', '.join(inside)})"
         return InputError(message, file=self.file, line=self.line_of(path), field=field)
 
     def from_set(self, path: KeyPath) -> bool:
