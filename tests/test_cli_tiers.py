@@ -64,7 +64,7 @@ def test_without_tiers_nothing_changes_shape(tmp_path: Path) -> None:
         ("kv_cache.prefix_caching=none", "tiers.yaml:", "KV tiers need"),
         ("kv_cache.tiers.0.store=sometimes", "--set kv_cache.tiers.0.store", "'write_through'"),
         ("kv_cache.tiers.1.stored_blocks=prompt", "kv_cache.tiers",
-         "(with --set kv_cache.tiers.1.stored_blocks)"),
+         "the first one holds) (with --set kv_cache.tiers.1.stored_blocks)"),
         ("kv_cache.tiers.0.stored_blocks=outputs", "--set kv_cache.tiers.0.stored_blocks",
          "'prompt_and_output'"),
         ("kv_cache.tiers=[{kind: cpu, capacity_gib: 1, store: on_evict, stored_blocks: prompt}]",
