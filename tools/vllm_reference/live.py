@@ -223,11 +223,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rates", default="1,2,3", help="requests/s, comma-separated")
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=1, help="serve each rate's requests again")
+    ap.add_argument(
+        "--first-repeat",
+        type=int,
+        default=0,
+        help="number the repeats from this one (a later session's extra repeat)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     llm = build(args.model)
     serve(llm, plan(2.0, 8, args.mix, 999))  # warm-up: first calls allocate and fault pages
-    for rep in range(args.repeat):
+    for rep in range(args.first_repeat, args.first_repeat + args.repeat):
         for rate in (float(r) for r in args.rates.split(",")):
             name = f"{args.model}-{args.mix}-r{rate:g}-{rep}"
             # the same requests again must not find their prompts cached by the previous run
