@@ -97,7 +97,7 @@ cpu-live: $(STAMP) $(VREFSTAMP)
 	$(LIVE) --model small-llama --mix long --rates 0.5,1 --requests 150
 	$(LIVE) --model small-llama --mix decode --rates 1,2 --requests 150
 	$(LIVE) --model tiny-llama --mix chat --rates 1.5,2,3,4,6 --requests 150
-	$(LIVE) --model small-llama --mix chat --rates 1,1.5,2,2.5,3,3.5,4 --requests 150 \
+	$(LIVE) --model small-llama --mix chat --rates 1,1.5,2,2.5,3,3.5,4,5,6,7,8 --requests 150 \
 		--first-repeat 2
 	$(LIVE) --model small-llama --mix chat --rates 3.5,4,5 --requests 150
 	$(BIN)/python benchmarks/cpu_live.py --runs reports/cpu-live
