@@ -41,7 +41,7 @@ from pathlib import Path
 
 import distserve_setting as ds
 import yaml
-from doc_blocks import markdown_table
+from doc_blocks import markdown_table, publish
 
 from simkv.outputs import write_file
 from simkv.run import load_config, simulate
@@ -318,10 +318,7 @@ def main() -> None:
         analytic_s = time.perf_counter() - started
         found, distserve_s = _found(folder, args.requests, args.reuse)
     text = render(analytic_rows, found, analytic_s + distserve_s, args.requests)
-    print(text)
-    if args.write_docs:
-        write_file(DOC, text)
-        print(f"wrote {DOC}")
+    publish(text, DOC, args.write_docs)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ import yaml
 
 from simkv.capacity.search import search
 from simkv.capacity.split_plan import Budget, Split, plan_splits
+from simkv.metrics.disagg import prompt_end_s
 from simkv.run import load_config, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,10 +154,9 @@ def attainment(requests: pd.DataFrame, ttft_ms: float, tpot_ms: float,
     """Shares of ``requests`` meeting TTFT, TPOT and both (a request not finished meets
     neither). ``at_prefill``: the first token at the prefill's end (DistServe), else where
     simkv's frame puts it (vLLM's P/D: at the decode replica)."""
-    first = requests["first_token_s"].to_numpy(dtype=float)
-    if at_prefill and "kv_handoff_s" in requests:
-        handoff = requests["kv_handoff_s"].to_numpy(dtype=float)
-        first = np.where(np.isnan(handoff), first, handoff)
+    first = (prompt_end_s(requests) if at_prefill else requests["first_token_s"]).to_numpy(
+        dtype=float
+    )
     done = (requests["status"] == "finished").to_numpy()
     ttft = (first - requests["arrival_s"].to_numpy(dtype=float)) * 1e3
     n = requests["generated_tokens"].to_numpy(dtype=float)
@@ -221,8 +221,7 @@ def diagnose(run: Outcome, scale: float) -> list[str]:
     met = attainment(req, TTFT_MS * scale, TPOT_MS * scale, at_prefill=True)
     scheduled = req.get("prefill_scheduled_s", req["first_scheduled_s"])
     scheduled = scheduled.fillna(req["first_scheduled_s"])
-    first = req["kv_handoff_s"].fillna(req["first_token_s"]) if "kv_handoff_s" in req else (
-        req["first_token_s"])  # fmt: skip
+    first = prompt_end_s(req)
     wait = ((scheduled - req["arrival_s"]) * 1e3).mean()
     ttft = ((first - req["arrival_s"]) * 1e3).mean()
     n = req["generated_tokens"].clip(lower=2) - 1

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from simkv.outputs import write_file
+
 
 def _marks(name: str) -> tuple[str, str]:
     return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
@@ -37,6 +39,14 @@ def write_block(path: Path, name: str, body: str) -> None:
     """Replace (or append) block ``name`` of the file at ``path`` by ``body``."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     path.write_text(with_block(text, name, body), encoding="utf-8")
+
+
+def publish(text: str, path: Path, write: bool) -> None:
+    """Print a generated document; with ``write`` (``--write-docs``) also replace ``path``."""
+    print(text)
+    if write:
+        write_file(path, text)
+        print(f"wrote {path}")
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from doc_blocks import markdown_table
+from doc_blocks import markdown_table, publish
 
 import simkv
 from simkv.analysis.cache_curve import prefix_cache_curve
-from simkv.outputs import write_file
 from simkv.run import load_config
 from simkv.workload.build import build_workload
 
@@ -202,10 +201,7 @@ def main() -> None:
     study = agentic_study()
     bw = bandwidth_and_capacity()
     text = render(rows, study, bw, time.perf_counter() - wall, time.process_time() - cpu)
-    print(text)
-    if args.write_docs:
-        write_file(DOC, text)
-        print(f"wrote {DOC}")
+    publish(text, DOC, args.write_docs)
 
 
 if __name__ == "__main__":

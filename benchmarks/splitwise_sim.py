@@ -45,8 +45,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import yaml
+from doc_blocks import publish
 from splitwise_sim_doc import METRICS, ROOT, SKUS, label, reference, render, table_path
 
+from simkv.metrics.disagg import prompt_end_s
 from simkv.run import load_config, simulate
 
 DOC = ROOT / "docs" / "splitwise-sim.md"
@@ -112,10 +114,7 @@ def metrics(requests: pd.DataFrame, steps: pd.DataFrame) -> dict[str, float]:
     own TTFT (vLLM's: the decode replica's first step makes the token the client sees) is
     ``own_ttft_p50_ms``. Also the decode-only steps' mean batch and duration."""
     done = requests[requests["status"] == "finished"]
-    prompt_end = done["first_token_s"]
-    if "kv_handoff_s" in done:
-        prompt_end = done["kv_handoff_s"].fillna(done["first_token_s"])
-    ttft = (prompt_end - done["arrival_s"]).to_numpy() * 1e3
+    ttft = (prompt_end_s(done) - done["arrival_s"]).to_numpy() * 1e3
     e2e = (done["finish_s"] - done["arrival_s"]).to_numpy() * 1e3
     out = done["output_tokens"].to_numpy()
     many = out > 1
@@ -165,10 +164,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         df = compare(Path(folder))
     text = render(df, time.perf_counter() - wall, time.process_time() - cpu)
-    print(text)
-    if args.write_docs:
-        DOC.write_text(text, encoding="utf-8")
-        print(f"wrote {DOC}")
+    publish(text, DOC, args.write_docs)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,15 @@ def with_paths(
     return out
 
 
+def prompt_end_s(requests: pd.DataFrame) -> pd.Series:
+    """Each request's first token as DistServe and splitwise-sim count it, at its prompt's end
+    (s): ``kv_handoff_s`` for a remotely prefilled request (its prefill replica made a token
+    there), else ``first_token_s``. simkv's own TTFT is vLLM's P/D one, at the decode replica."""
+    if "kv_handoff_s" not in requests:
+        return requests["first_token_s"]
+    return requests["kv_handoff_s"].fillna(requests["first_token_s"])
+
+
 def ttft_parts(requests: pd.DataFrame) -> pd.DataFrame:
     """Each remotely prefilled request's TTFT parts (:data:`TTFT_PARTS`, seconds), for the
     rows whose first token came."""
