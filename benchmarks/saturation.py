@@ -18,11 +18,16 @@ oracle:
 
 * ``defaults``: the roofline's defaults with the matching era's host terms (vLLM 0.32 is a V1
   engine: ``host_era: vllm-v1``);
-* ``calibrated``: cpu_live's profile, fitted to the engine steps of :data:`cpu_live.TRAIN`
-  alone (``small-llama-chat-r2-0``, 2 req/s, below both small-llama sweeps' mean-TTFT knees);
-* ``+ load terms``: that profile with the load-dependent host terms
-  (:data:`LOAD_KNOBS`) fitted on the requests of :data:`LOAD_FIT` (the same run: cpu_live's
-  training run, not picked by how the other rates come out), the rest of the profile held;
+* ``calibrated``: cpu_live's profile of the CPU the sweep ran on, fitted to the engine steps
+  of that CPU's training run alone (:func:`cpu_live.train_runs`: its first repeat's 2 req/s
+  run, below every small-llama sweep's mean-TTFT knee);
+* ``+ load terms``: that profile with the load-dependent host terms (:data:`LOAD_KNOBS`)
+  fitted on the requests of the same run (not picked by how the other rates come out), the
+  rest of the profile held;
+* :data:`FULL_BATCH`: the step fit on the first run of the CPU's first repeat, by rate, whose
+  steps filled the engine's batch (``max_num_seqs`` sequences, from its meta.json): chosen by
+  what the fit's steps cover, never by how TTFT comes out;
+* :data:`SWAPPED`: the other CPU's ``calibrated`` profile on this CPU's preset (cpu_live);
 * :data:`ORACLE`: the calibrated profile at each run's own machine speed (not a prediction).
 
 Every other rate is a prediction. Targets (the time-model issue): the knee within
@@ -34,6 +39,7 @@ whether they grow with the engine's waiting queue.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import time
@@ -41,26 +47,29 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cpu_live
+import saturation_prose
 import saturation_steps
 from doc_blocks import SATURATION, write_block
 from doc_blocks import markdown_table as table
+from saturation_prose import Facts
 
 from simkv.calibrate.fit import fit_run
 from simkv.calibrate.runs import replay_validation, run_objective
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.host_eras import with_host_era
 from simkv.measured import read_measured_run
-from simkv.run import load_config
 
 ROOT = cpu_live.ROOT
 MIN_RATES = 3
-LOAD_FIT = "small-llama-chat-r2-0"
 LOAD_KNOBS = ("output_token_overhead_ms", "queued_request_overhead_ms")
 LOAD_EVALUATIONS = 40
 """Simulations the load-term fit may spend (two knobs; Nelder-Mead settles within ~30)."""
 TARGET_KNEE_PCT = 7.0
 TARGET_TTFT_PCT = 25.0
-PROFILES = ("defaults", "calibrated", "+ load terms")
+FULL_BATCH = saturation_prose.FULL_BATCH
+SWAPPED = saturation_prose.SWAPPED
+ZEN4 = saturation_prose.ZEN4
+PROFILES = ("defaults", "calibrated", "+ load terms", FULL_BATCH, SWAPPED)
 ORACLE = saturation_steps.ORACLE
 """Not a prediction: the calibrated profile on a device as much slower (or faster) as the
 run's own engine steps were than the profile prices them (benchmarks/cpu_live.py, ``slowed``
@@ -96,27 +105,39 @@ def sweeps(folder: Path, models: tuple[str, ...]) -> dict[Sweep, list[tuple[floa
     return {k: sorted(v) for k, v in sorted(found.items()) if len(v) >= MIN_RATES}
 
 
-def fit_load_terms(folder: Path, start: RooflineCostConfig) -> tuple[RooflineCostConfig, float]:
-    """``start`` with :data:`LOAD_KNOBS` fitted to the requests of :data:`LOAD_FIT` (the
+def fit_load_terms(path: Path, start: RooflineCostConfig) -> tuple[RooflineCostConfig, float]:
+    """``start`` with :data:`LOAD_KNOBS` fitted to the requests of the run at ``path`` (the
     request-level fit of ``simkv calibrate RUN --fit``, every other knob held), and the fit's
     wall time in s."""
     started = time.perf_counter()
-    path = folder / LOAD_FIT
-    cfg = load_config(cpu_live.CONFIGS["small-llama"], [f"workload.path={path.resolve()}"])
-    objective = run_objective(cfg, cpu_live.CONFIGS["small-llama"].parent, read_measured_run(path))
+    cfg, config, _ = cpu_live.run_config(path)
+    objective = run_objective(cfg, config.parent, read_measured_run(path))
     result = fit_run(start, objective, LOAD_KNOBS, max_evaluations=LOAD_EVALUATIONS)
     return result.config, time.perf_counter() - started
 
 
+def full_batch_run(folder: Path, train: Path) -> Path | None:
+    """The :data:`FULL_BATCH` training run of a device whose training run is ``train``: of the
+    small-llama chat runs of ``train``'s repeat, the lowest rate whose steps reached the
+    engine's ``max_num_seqs`` (meta.json); None when none did."""
+    train = cpu_live.NAME.fullmatch(train.name)
+    repeat = sweeps(folder, ("small-llama",)).get(("small-llama", int(train["rep"])), [])
+    for _, _, path in repeat:
+        limit = json.loads((path / "meta.json").read_text())["engine_kwargs"]["max_num_seqs"]
+        if saturation_steps.largest_batch(path) >= limit:
+            return path
+    return None
+
+
 def replay_sweep(
-    runs: list[tuple[float, str, Path]], profiles: dict[str, RooflineCostConfig]
+    runs: list[tuple[float, str, Path]], by_device: dict[str, dict[str, RooflineCostConfig]]
 ) -> list[Point]:
-    """Each run of a sweep replayed with every profile, and, when there is a ``calibrated``
-    one, with it at the run's own machine speed (:data:`ORACLE`)."""
+    """Each run of a sweep replayed with every profile of the CPU it ran on, and, when there
+    is a ``calibrated`` one, with it at the run's own machine speed (:data:`ORACLE`)."""
     points = []
     for rate, name, path in runs:
-        config = cpu_live.CONFIGS[cpu_live.NAME.fullmatch(name)["model"]]
-        cfg = load_config(config, [f"workload.path={path.resolve()}"])
+        cfg, config, served = cpu_live.run_config(path)
+        profiles = by_device[served]
         run = read_measured_run(path)
         replays = [(label, cfg, profile) for label, profile in profiles.items()]
         if "calibrated" in profiles:
@@ -183,12 +204,13 @@ def _knee_cell(real: float | None, sim: float | None) -> str:
     return verdict if diff is None else f"{_pct(diff)}: {verdict}"
 
 
-def rate_table(all_points: dict[Sweep, list[Point]]) -> str:
-    """Mean and p90 TTFT per run: real, then each profile's (Diff)."""
+def rate_table(all_points: dict[Sweep, list[Point]], fitted: dict[str, str]) -> str:
+    """Mean and p90 TTFT per run: real, then each profile's (Diff); ``fitted``: the name of
+    each run a profile was fitted on → what was fitted on it."""
     rows = []
     for (model, rep), points in all_points.items():
         for p in points:
-            mark = " (fitted)" if p.name in (cpu_live.TRAIN, LOAD_FIT) else ""
+            mark = f" ({fitted[p.name]})" if p.name in fitted else ""
             cells = [f"{model} r{rep}", f"{p.rate:g}{mark}",
                      f"{_ms(p.real['mean_ttft_ms'])} / {_ms(p.real['p90_ttft_ms'])}"]  # fmt: skip
             real = p.real["mean_ttft_ms"]
@@ -238,49 +260,77 @@ def knee_diffs(all_points: dict[Sweep, list[Point]]) -> dict:
     return out
 
 
-def idle_repeat(points: dict[Sweep, list[Point]]) -> str:
-    """What the repeat served on an otherwise idle machine (small-llama repeat 2) shows; empty
-    when it is not bundled."""
-    idle = points.get(("small-llama", 2))
-    if not idle:
-        return ""
-
-    def knee(value: float | None, real: float | None) -> str:
-        if value is None:
-            return "beyond the sweep"
-        diff = diff_pct(value, real)
-        return f"{value:.2f} req/s" + ("" if diff is None else f" ({diff:+.1f} %)")
-
-    real = [p.real["mean_ttft_ms"] for p in idle]
-    (mean, sim_mean), (p90, sim_p90) = (knees(idle, k) for k in KEYS)
-    errors = [abs(p.sim[ORACLE]["mean_ttft_ms"] - p.real["mean_ttft_ms"]) / p.real["mean_ttft_ms"]
-              for p in idle]  # fmt: skip
-    top = max(p.rate for p in idle)
-    return (
-        "**On an idle machine** (repeat 2: the same requests up to "
-        f"{top:g} req/s, nothing else running; mean TTFT {min(real):,.0f}-{max(real):,.0f} ms) "
-        f"the real knees are {knee(mean, None)} (mean TTFT) and {knee(p90, None)} (p90). "
-        "simkv calibrated on repeat 0's busier machine puts them at "
-        f"{knee(sim_mean['calibrated'], mean)} and {knee(sim_p90['calibrated'], p90)}: the "
-        "calibration carries the speed the machine had when its run was served. At the run's "
-        f"own speed they are {knee(sim_mean[ORACLE], mean)} and {knee(sim_p90[ORACLE], p90)}, "
-        f"with mean TTFT within {max(errors) * 100:.0f} % at every rate."
-    )
+Profiles = dict[str, dict[str, RooflineCostConfig]]
+"""Device → label (:data:`PROFILES`) → cost model."""
 
 
-def profiles(folder: Path, quick: bool) -> tuple[dict[str, RooflineCostConfig], str]:
-    """The cost models of :data:`PROFILES` (``defaults`` alone when ``quick``) and a line
-    naming the fitted values."""
+@dataclass(frozen=True)
+class Fits:
+    """The cost models (:data:`Profiles`), a line naming the fitted runs and values, each
+    fitted run's name → what was fitted on it, and each device's full-batch run."""
+
+    profiles: Profiles
+    note: str
+    trained: dict[str, str]
+    train_runs: dict[str, str]  # device -> its training run's name
+    full_runs: dict[str, Path]
+
+
+def profiles(folder: Path, quick: bool) -> Fits:
+    """Per device, the cost models of :data:`PROFILES` (``defaults`` alone when ``quick``)."""
     default = with_host_era(RooflineCostConfig(), "vllm-v1")
     if quick:
-        return {"defaults": default}, "Quick mode: defaults only."
-    step, step_s = cpu_live.calibrate(folder)
-    loaded, load_s = fit_load_terms(folder, step)
-    knobs = ", ".join(f"`{k}` {getattr(loaded, k):.3g} ms" for k in LOAD_KNOBS)
-    note = (f"Calibrated on the steps of `{cpu_live.TRAIN}` ({step_s:.0f} s); load terms fitted "
-            f"on the requests of `{LOAD_FIT}` ({load_s:.0f} s, at most {LOAD_EVALUATIONS} "
-            f"simulations): {knobs}.")  # fmt: skip
-    return {"defaults": default, "calibrated": step, "+ load terms": loaded}, note
+        only = {gpu: {"defaults": default} for gpu in cpu_live.CPU}
+        return Fits(only, "Quick mode: defaults only.", {}, {}, {})
+    fitted = cpu_live.calibrate(folder)
+    out: Profiles = {}
+    notes, trained, full_runs = [], {}, {}
+    for gpu, fit in fitted.items():
+        step = fit.profile
+        loaded, load_s = fit_load_terms(fit.run, step)
+        full = full_batch_run(folder, fit.run)
+        out[gpu] = {"defaults": default, "calibrated": step, "+ load terms": loaded}
+        trained[fit.run.name] = "fitted"
+        knobs = ", ".join(f"`{k}` {getattr(loaded, k):.3g} ms" for k in LOAD_KNOBS)
+        note = (f"on {cpu_live.CPU.get(gpu, gpu)}, calibrated on the steps of "
+                f"`{fit.run.name}` ({fit.seconds:.0f} s), load terms on its requests "
+                f"({load_s:.0f} s): {knobs}")  # fmt: skip
+        if full is not None:
+            out[gpu][FULL_BATCH] = cpu_live.fit_profile(
+                [full / "steps.csv"], model="small-llama", gpu=gpu).result.config  # fmt: skip
+            trained[full.name], full_runs[gpu] = "fitted: full batch", full
+            seq = out[gpu][FULL_BATCH].seq_overhead_ms
+            note += f"; on a full batch: `{full.name}` (`seq_overhead_ms` {seq:.3g})"
+        notes.append(note)
+    for gpu, labels in out.items():
+        other = next((p for d, p in fitted.items() if d != gpu), None)
+        if other is not None:
+            labels[SWAPPED] = other.profile
+    train = {gpu: fit.run.name for gpu, fit in fitted.items()}
+    return Fits(out, "Fitted " + "; ".join(notes) + ".", trained, train, full_runs)
+
+
+def facts(folder: Path, fits: Fits, points: dict[Sweep, list[Point]]) -> tuple[Facts, str, str]:
+    """What the prose reads, and the queue and batch tables."""
+    calibrated = {gpu: labels["calibrated"] for gpu, labels in fits.profiles.items()}
+    stats = saturation_steps.queue_stats(folder, calibrated)
+    zen4 = [path for name, path in cpu_live._runs(folder)
+            if cpu_live.device(path) == ZEN4 and name.startswith("small-llama-chat")]  # fmt: skip
+    fitted = {
+        k: v for k, v in fits.profiles.get(ZEN4, {}).items() if k in ("calibrated", FULL_BATCH)
+    }
+    batches, top = saturation_steps.batch_table(zen4, fitted)
+    worst, real_knees = {}, {}
+    for sweep, sweep_points in points.items():
+        (mean, _), (p90, _) = (knees(sweep_points, k) for k in KEYS)
+        real_knees[sweep] = (mean, p90)
+        worst[sweep] = {label: worst_ttft_error(sweep_points, label, mean)
+                        for label in sweep_points[0].sim}  # fmt: skip
+    largest = {name: saturation_steps.largest_batch(folder / name) for name in fits.trained}
+    full = {gpu: p.name for gpu, p in fits.full_runs.items()}
+    f = Facts(knee_diffs(points), worst, real_knees, fits.profiles, fits.train_runs, full,
+              largest, {ZEN4: top}, stats)  # fmt: skip
+    return f, saturation_steps.queue_table(stats), batches
 
 
 def main() -> None:
@@ -295,18 +345,16 @@ def main() -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
     found = sweeps(args.runs, ("tiny-llama",) if args.quick else tuple(cpu_live.CONFIGS))
-    costs, note = profiles(args.runs, args.quick)
-    points = {key: replay_sweep(runs, costs) for key, runs in found.items()}
+    fits = profiles(args.runs, args.quick)
+    points = {key: replay_sweep(runs, fits.profiles) for key, runs in found.items()}
     steps = None
     if not args.quick:
-        stats = saturation_steps.queue_stats(args.runs, costs["calibrated"])
-        prose = saturation_steps.findings(knee_diffs(points), stats, LOAD_FIT)
-        prose = "\n\n".join(part for part in (prose, idle_repeat(points)) if part)
-        steps = (saturation_steps.queue_table(stats), prose)
+        known, queue, batches = facts(args.runs, fits, points)
+        steps = (queue, batches, saturation_prose.findings(known))
     timing = (f"{time.perf_counter() - wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU, "
               f"load average {os.getloadavg()[0]:.2f} at the end")  # fmt: skip
-    text = saturation_steps.render(found, note, timing, rate_table(points), knee_table(points),
-                                   steps)  # fmt: skip
+    text = saturation_prose.render(found, fits.note, timing, rate_table(points, fits.trained),
+                                   knee_table(points), steps)  # fmt: skip
     print(text)
     if args.write_docs:
         write_block(ROOT / "docs" / "fidelity.md", SATURATION, text)

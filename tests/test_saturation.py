@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from simkv.config.cost import RooflineCostConfig
 from tests.conftest import ROOT, load_benchmark
 
 sat = load_benchmark("saturation")
@@ -86,6 +87,27 @@ def test_quick_cannot_write_the_docs_and_help_runs(
     with pytest.raises(SystemExit) as exc:
         sat.main()
     assert exc.value.code == 0 and "--quick" in capsys.readouterr().out
+
+
+def test_the_full_batch_fit_takes_the_first_rate_whose_steps_filled_the_batch() -> None:
+    # largest batches of the bundled Zen 4 repeat 2 (steps.csv): 6, 7, 9, 11, 16, 20 up to
+    # 3.5 req/s, then 32 (max_num_seqs) at 4 req/s; on the Zen 3, repeat 0 first fills it at 1.5
+    runs = ROOT / "traces" / "measured" / "cpu-vllm0.32"
+    assert steps.largest_batch(runs / "small-llama-chat-r3.5-2") == 20
+    assert sat.full_batch_run(runs, runs / "small-llama-chat-r2-2").name == "small-llama-chat-r4-2"
+    assert (
+        sat.full_batch_run(runs, runs / "small-llama-chat-r2-0").name == "small-llama-chat-r1.5-0"
+    )
+
+
+def test_the_batch_table_bins_decode_steps_and_prices_them_per_profile() -> None:
+    run = ROOT / "traces" / "measured" / "cpu-vllm0.32" / "small-llama-chat-r2-2"
+    cheap, dear = RooflineCostConfig(), RooflineCostConfig(step_overhead_ms=100.0)
+    text, top = steps.batch_table([run], {"cheap": cheap, "dear": dear})
+    lines = text.splitlines()
+    # r2-2 batches 1-9 sequences: three bins; the largest bin priced higher by the dearer one
+    assert [line.split("|")[1].strip() for line in lines[2:]] == ["1-4", "5-8", "9-16"]
+    assert set(top) == {"cheap", "dear"} and top["dear"] > top["cheap"]
 
 
 def test_the_saturation_block_is_in_the_docs_and_kept_by_fidelity() -> None:

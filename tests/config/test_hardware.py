@@ -39,6 +39,7 @@ GPUS = [
     "a100-pcie-80gb",
     "b200",
     "cpu-epyc-zen3-1t",
+    "cpu-epyc-zen4-1t",
     "h100-80gb",
     "h100-pcie",
     "h200",

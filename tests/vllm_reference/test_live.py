@@ -48,10 +48,40 @@ def test_the_knee_is_where_ttft_first_crosses_the_threshold() -> None:
     assert knee([1, 2], [100, 900], 1000) is None  # never crossed within the sweep
 
 
-def test_the_cpu_preset_is_the_live_runs_device() -> None:
+def test_the_cpu_presets_are_the_live_runs_devices() -> None:
     gpu = load_gpu_preset("cpu-epyc-zen3-1t")
     assert gpu.tensor_flops_per_s == pytest.approx(67e9)
     assert find_preset("gpus", "cpu-1thread") == "cpu-epyc-zen3-1t"
+    zen4 = load_gpu_preset("cpu-epyc-zen4-1t")
+    assert zen4.tensor_flops_per_s > gpu.tensor_flops_per_s
+    assert zen4.hbm_bytes_per_s > gpu.hbm_bytes_per_s
+
+
+def test_each_run_is_replayed_on_the_cpu_it_was_served_on(tmp_path: Path) -> None:
+    bench = load_benchmark("cpu_live")
+    device = {name: bench.device(RUNS / name) for name in ("small-llama-chat-r2-0",
+              "small-llama-chat-r3-1", "tiny-llama-chat-r2-0", "small-llama-chat-r2-2",
+              "small-llama-chat-r2-4")}  # fmt: skip
+    assert device == {"small-llama-chat-r2-0": "cpu-epyc-zen3-1t",
+                      "small-llama-chat-r3-1": "cpu-epyc-zen3-1t",
+                      "tiny-llama-chat-r2-0": "cpu-epyc-zen3-1t",
+                      "small-llama-chat-r2-2": "cpu-epyc-zen4-1t",
+                      "small-llama-chat-r2-4": "cpu-epyc-zen4-1t"}  # fmt: skip
+    # repeat 3 recorded its CPU, and the replay config carries the device
+    meta = json.loads((RUNS / "small-llama-chat-r2-4" / "meta.json").read_text())
+    assert meta["hardware"]["cpu_model"]["model"] == "17"
+    cfg, _, served = bench.run_config(RUNS / "small-llama-chat-r2-4")
+    assert served == "cpu-epyc-zen4-1t" and cfg.gpu.name == "cpu-epyc-zen4-1t"
+    # a recorded CPU decides over the name; one with no preset is refused
+    run = tmp_path / "small-llama-chat-r2-0"
+    run.mkdir()
+    meta["hardware"]["cpu_model"] = {"family": "25", "model": "17", "avx512f": True}
+    (run / "meta.json").write_text(json.dumps(meta))
+    assert bench.device(run) == "cpu-epyc-zen4-1t"
+    meta["hardware"]["cpu_model"] = {"family": "6", "model": "85", "avx512f": True}
+    (run / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="matches no device"):
+        bench.device(run)
 
 
 def test_every_live_run_reads_and_its_config_replays_it() -> None:
@@ -71,14 +101,18 @@ def test_every_live_run_reads_and_its_config_replays_it() -> None:
         assert cfg.model.name == model and cfg.kv_cache.num_blocks == 2048
 
 
-def test_the_shipped_cpu_profile_is_the_fit_of_the_training_runs_steps() -> None:
+@pytest.mark.parametrize("gpu", ["cpu-epyc-zen3-1t", "cpu-epyc-zen4-1t"])
+def test_each_shipped_cpu_profile_is_the_fit_of_its_training_runs_steps(gpu: str) -> None:
     bench = load_benchmark("cpu_live")
-    fitted = calibrate(
-        [RUNS / bench.TRAIN / "steps.csv"], model="small-llama", gpu="cpu-epyc-zen3-1t"
-    ).result.config
-    shipped = read_profile(ROOT / "configs" / "measured" / "profiles" / "cpu_epyc_zen3_1t.yaml")
+    train = bench.train_runs(RUNS)[gpu]
+    assert train.name == {"cpu-epyc-zen3-1t": "small-llama-chat-r2-0",
+                          "cpu-epyc-zen4-1t": "small-llama-chat-r2-2"}[gpu]  # fmt: skip
+    fitted = calibrate([train / "steps.csv"], model="small-llama", gpu=gpu)
+    profile = ROOT / "configs" / "measured" / "profiles" / f"{gpu.replace('-', '_')}.yaml"
+    shipped = read_profile(profile)
     for knob in STEP_KNOBS:
-        assert getattr(fitted, knob) == pytest.approx(getattr(shipped, knob), rel=1e-6), knob
+        value = getattr(fitted.result.config, knob)
+        assert value == pytest.approx(getattr(shipped, knob), rel=1e-6), knob
 
 
 def test_a_slowed_device_prices_every_step_that_many_times_longer() -> None:
