@@ -74,7 +74,9 @@ def data_range(samples: Sequence[StepSample]) -> str:
     for phase in (p for p in PHASES if p in set(phases.tolist())):
         rows = phases == phase
         batch = "sequence" if seqs[rows].max() == 1 else "sequences"
-        said = [f"{phase} {int(rows.sum()):,} steps", f"batch {_span(seqs[rows], batch)}"]
+        count = int(rows.sum())
+        said = [f"{phase} {count:,} step{'s' if count > 1 else ''}",
+                f"batch {_span(seqs[rows], batch)}"]  # fmt: skip
         if phase != "decode":
             said.append(_span(tokens[rows], "tokens a step"))
         if context[rows].max() > 0:
