@@ -19,6 +19,9 @@ After a fit, ``simkv calibrate`` prints three things beside the in-sample error:
 * **a verdict** (:func:`verdict`): ``transferable`` when every fitted knob lies in its range
   (:func:`simkv.calibrate.plausible.knob_state`), else the first knob out of it with the
   effect most likely behind it (:data:`simkv.calibrate.plausible.SUSPECTS`).
+
+A step-level fit's :class:`Trust` also carries the range of steps it saw and the fitted knobs
+it extrapolates beyond them (:mod:`simkv.calibrate.coverage`, on this module's axes).
 """
 
 from __future__ import annotations
