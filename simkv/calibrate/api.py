@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simkv.calibrate.coverage import covered
 from simkv.calibrate.fit import FitResult, check_knobs, fit_run, fit_steps, step_errors
 from simkv.calibrate.runs import replay_config, replay_validation, run_objective
 from simkv.calibrate.steps import StepSample, is_step_table, read_step_samples
@@ -62,7 +63,7 @@ class Calibration:
     samples: tuple[StepSample, ...] = ()
     notes: list[str] = field(default_factory=list)
     validations: tuple[tuple[str, Validation], ...] = ()  # request level: each run, fitted
-    trust: Trust | None = None  # held-out error, residual pattern, verdict
+    trust: Trust | None = None  # held-out error, data range, pattern, extrapolation, verdict
 
 
 def step_knobs(samples: Sequence[StepSample]) -> tuple[str, ...]:
@@ -170,6 +171,7 @@ def calibrate(
         result = fit_steps(start, samples, chosen)
         fitted()
         trust = step_trust(start, result.config, samples, chosen, _refit, fitted)
+        trust = covered(trust, result.config, samples, chosen)
         return Calibration(result, "step", _label(sources), tuple(samples), trust=trust)
     replays = _replays(sources, configs, model, gpu)
     objectives = [run_objective(cfg, base_dir, run) for run, cfg, base_dir in replays]

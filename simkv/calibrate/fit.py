@@ -32,7 +32,7 @@ from simkv.engine.cost_model import RooflineCostModel
 from simkv.errors import InputError
 
 __all__ = ["KNOBS", "PHYSICAL", "FitResult", "fit_log_ratios", "fit_run", "fit_steps",
-           "step_error", "step_errors", "step_limits"]  # fmt: skip
+           "step_error", "step_errors", "step_limits", "step_models"]  # fmt: skip
 
 PHYSICAL: dict[str, tuple[float, float, str]] = {
     "weight_read_efficiency": (0.8, 0.93, "of the memory bandwidth spec"),
@@ -174,22 +174,23 @@ def _with(cfg: RooflineCostConfig, knobs: Sequence[str], x: np.ndarray) -> Roofl
     return cfg.model_copy(update=update)
 
 
-def _predict_ms(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> np.ndarray:
+def step_models(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> list[RooflineCostModel]:
+    """Each sample's roofline priced at ``cfg`` (one model per (model, GPU, tp), shared)."""
     models: dict[tuple[str, str, int], RooflineCostModel] = {}
-    out = np.empty(len(samples))
-    for i, s in enumerate(samples):
+    out = []
+    for s in samples:
         key = (s.model, s.gpu, s.tensor_parallel)
-        model = models.get(key)
-        if model is None:
-            model = models[key] = RooflineCostModel(
-                cfg,
-                load_model_preset(s.model),
-                load_gpu_preset(s.gpu),
-                tensor_parallel=s.tensor_parallel,
-                block_size=16,
-            )
-        out[i] = model.step_time_s(s.work) * 1e3
+        if key not in models:
+            model, gpu = load_model_preset(s.model), load_gpu_preset(s.gpu)
+            tp = s.tensor_parallel
+            models[key] = RooflineCostModel(cfg, model, gpu, tensor_parallel=tp, block_size=16)
+        out.append(models[key])
     return out
+
+
+def _predict_ms(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> np.ndarray:
+    models = step_models(cfg, samples)
+    return np.array([m.step_time_s(s.work) * 1e3 for m, s in zip(models, samples, strict=True)])
 
 
 def step_errors(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> np.ndarray:

@@ -19,6 +19,9 @@ After a fit, ``simkv calibrate`` prints three things beside the in-sample error:
 * **a verdict** (:func:`verdict`): ``transferable`` when every fitted knob lies in its range
   (:func:`simkv.calibrate.plausible.knob_state`), else the first knob out of it with the
   effect most likely behind it (:data:`simkv.calibrate.plausible.SUSPECTS`).
+
+A step-level fit's :class:`Trust` also carries the range of steps it saw and the fitted knobs
+it extrapolates beyond them (:mod:`simkv.calibrate.coverage`, on this module's axes).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ NO_HOLDOUT = (
     "another run with simkv compare"
 )
 AXES: tuple[str, ...] = ("batch size", "context per sequence", "tokens", "tensor-parallel degree")
-"""The axes the residual pattern ranks the steps along (:func:`_axis_values`)."""
+"""The axes the residual pattern ranks the steps along (:func:`axis_values`)."""
 
 Fitter = Callable[[RooflineCostConfig, Sequence[StepSample], Sequence[str]], RooflineCostConfig]
 """Fits ``knobs`` of a start config to step samples (:func:`simkv.calibrate.fit.fit_steps`)."""
@@ -115,7 +118,7 @@ def holdout(
     return Holdout(how, float(np.concatenate(errors).mean()), worst)
 
 
-def _axis_values(samples: Sequence[StepSample]) -> list[np.ndarray]:
+def axis_values(samples: Sequence[StepSample]) -> list[np.ndarray]:
     """Each step's batch size, context per sequence, tokens and TP degree (:data:`AXES`)."""
     seqs = np.array([s.work.num_seqs for s in samples], np.float64)
     kv = np.array([s.work.kv_read_tokens for s in samples], np.float64)
@@ -129,7 +132,7 @@ def residual_pattern(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> 
     mixed steps: their costs differ in kind, so pooled they hide each other's trends), as a
     sentence; None when none reaches :data:`PATTERN_RHO`."""
     log_error = np.log1p(step_errors(cfg, samples))
-    axes = _axis_values(samples)
+    axes = axis_values(samples)
     phases = np.array([s.phase for s in samples])
     best: tuple[float, float, int, str] = (0.0, 0.0, -1, "")
     for phase in sorted(set(phases.tolist())):
@@ -182,16 +185,20 @@ def verdict(cfg: RooflineCostConfig, knobs: Sequence[str]) -> str:
 @dataclass(frozen=True)
 class Trust:
     """What ``simkv calibrate`` prints after a fit on how far to trust it: the held-out line,
-    the residual pattern (None when none trends) and the verdict."""
+    the residual pattern (None when none trends), the verdict and, for a step fit, the range
+    its steps span and the knobs it extrapolates (:mod:`simkv.calibrate.coverage`)."""
 
     holdout: str
     pattern: str | None
     verdict: str
+    data_range: str | None = None  # step level (simkv.calibrate.coverage)
+    extrapolation: str | None = None  # step level, when a fitted knob is poorly seen
 
     def lines(self) -> list[str]:
-        """The lines as printed: held out, the pattern (when one), the verdict."""
-        pattern = [] if self.pattern is None else [self.pattern]
-        return [self.holdout, *pattern, self.verdict]
+        """The lines as printed: held out, the data range, the pattern, the extrapolation
+        (each of those three when there is one), the verdict."""
+        said = (self.data_range, self.pattern, self.extrapolation)
+        return [self.holdout, *(line for line in said if line is not None), self.verdict]
 
 
 def step_trust(

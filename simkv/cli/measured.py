@@ -11,6 +11,7 @@ from simkv.cli.common import ForceOption, input_errors, int_list, simkv_page, si
 
 if TYPE_CHECKING:
     from simkv.calibrate.api import Calibration
+    from simkv.calibrate.trust import Trust
 
 MAX_EVALS = 10_000
 """Most simulations ``--max-evals`` allows a request-level fit (each is a full replay)."""
@@ -122,7 +123,8 @@ def _print_calibration(cal: Calibration) -> None:
     for knob in fit.at_bounds:
         console.print(f"note: {knob} ended at a bound of its range (simkv.calibrate.fit.KNOBS)")
     if cal.trust is not None:
-        for line in (cal.trust.holdout, cal.trust.pattern):
+        trust = cal.trust
+        for line in (trust.holdout, trust.data_range, trust.pattern, trust.extrapolation):
             if line is not None:
                 console.print(line, soft_wrap=True)
     for note in cal.notes:
@@ -207,7 +209,7 @@ def calibrate(
         f"simkv calibration profile: {cal.level}-level fit on {', '.join(map(str, sources))}",
         f"fitted: {', '.join(cal.result.knobs)}; the other values are the start's",
         f"mean abs. error {cal.result.error:.2%} (start {cal.result.start_error:.2%})",
-        *([] if cal.trust is None else [cal.trust.holdout, cal.trust.verdict]),
+        *([] if cal.trust is None else _trust_header(cal.trust)),
         *_clock_line(cal.result.config.latency_clock_mhz),
         "use it from a run config: cost_model: {profile: <path to this file>}",
     ]
@@ -226,6 +228,13 @@ def calibrate(
         write_profile(cal.result.config, target, header)
     typer.echo(f"wrote {path}")
     _print_use(cal, path)
+
+
+def _trust_header(trust: Trust) -> list[str]:
+    """The profile header's lines on how far to trust the fit: all but the residual pattern
+    (a diagnosis of the fit, not a property of the profile)."""
+    said = (trust.holdout, trust.data_range, trust.extrapolation, trust.verdict)
+    return [line for line in said if line is not None]
 
 
 def _clock_line(clock_mhz: float | None) -> list[str]:

@@ -9,8 +9,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from simkv.calibrate.steps import decode_work, prefill_work
 from simkv.cli import app
+from simkv.config.hardware import load_gpu_preset, load_model_preset
 from simkv.config.profile import read_profile
+from simkv.engine.cost_model import RooflineCostModel
 from simkv.run import load_config, simulate
 from tests.calibrate.test_fit import KNOBS, TRUE, synthetic_samples
 
@@ -142,3 +145,31 @@ def test_a_fit_that_stays_poor_exits_1(tmp_path: Path) -> None:
                                  str(tmp_path / "p.yaml"), "--max-error", "0.01"])  # fmt: skip
     assert result.exit_code == 1
     assert "the data do not fit this model" in result.output
+
+
+def test_small_batches_print_the_data_range_and_the_extrapolation(tmp_path: Path) -> None:
+    """Decode steps of 1-9 sequences (and prefills of two prompts): the fit says what range it
+    saw and that the per-sequence overhead is extrapolated, on screen and atop the profile."""
+    model = RooflineCostModel(TRUE, load_model_preset("llama-3.1-8b"), load_gpu_preset("a100-80gb"),
+                              tensor_parallel=1, block_size=16)  # fmt: skip
+    works = [decode_work(b, c) for b in range(1, 10) for c in (63, 1023)]
+    works += [prefill_work(2, n) for n in (128, 512)]
+    pd.DataFrame([{"step_time_ms": model.step_time_s(w) * 1e3, "prefill_tokens": w.prefill_tokens,
+                   "decode_tokens": w.decode_tokens, "num_seqs": w.num_seqs,
+                   "kv_read_tokens": w.kv_read_tokens, "attention_pairs": w.attention_pairs}
+                  for w in works]).to_csv(tmp_path / "steps.csv", index=False)  # fmt: skip
+    profile = tmp_path / "profile.yaml"
+    knobs = "step_overhead_ms,seq_overhead_ms"
+    result = RUNNER.invoke(app, ["calibrate", str(tmp_path / "steps.csv"), "--model",
+                                 "llama-3.1-8b", "--gpu", "a100-80gb", "--fit", knobs,
+                                 "--out", str(profile)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = ("data range: decode 18 steps, batch 1–9 sequences, context 64–1,024 tokens/seq; "
+            "prefill 2 steps, batch 2 sequences, 256–1,024 tokens a step")  # fmt: skip
+    lines = result.output.splitlines()
+    assert data in lines
+    warning = next(line for line in lines if line.startswith("extrapolation: "))
+    assert warning.startswith("extrapolation: the largest batch seen is 9 sequences, so "
+                              "seq_overhead_ms (")  # fmt: skip
+    header = profile.read_text()
+    assert f"# {data}\n" in header and f"# {warning}\n" in header
