@@ -13,7 +13,7 @@ before and after it, its ``steps.csv`` every engine step.
 
 Two CPUs: the guest was moved between hosts, so the runs were served on two devices
 (``devices.yaml`` beside the runs says which, and why): repeats 0 and 1 and the other mixes on a
-Zen 3 EPYC (AVX2, preset ``cpu-epyc-zen3-1t``), repeats 2 and 3 on a Zen 4 EPYC (AVX-512,
+Zen 3 EPYC (AVX2, preset ``cpu-epyc-zen3-1t``), repeats 2 to 4 on a Zen 4 EPYC (AVX-512,
 ``cpu-epyc-zen4-1t``), each preset measured with tools/vllm_reference/cpu_device.py on its CPU.
 
 Protocol: on each device the roofline (the preset: one thread's measured fp32 GEMM rate and
@@ -122,6 +122,26 @@ def device(path: Path) -> str:
         raise ValueError(f"{path}: its CPU ({cpu or 'not recorded'}) matches no device of "
                          f"{DEVICES}")  # fmt: skip
     return found[0]
+
+
+def largest_batch(path: Path) -> int:
+    """The most sequences one engine step of the run at ``path`` computed (steps.csv)."""
+    with (path / "steps.csv").open(newline="") as f:
+        return max(int(row["num_seqs"]) for row in csv.DictReader(f))
+
+
+PREFILL_ONLY_TOKENS = 128
+"""Least prompt tokens of a prefill-only step :func:`prefill_ms_per_token` counts (below it the
+step's fixed costs weigh on the figure)."""
+
+
+def prefill_ms_per_token(path: Path) -> float:
+    """The measured wall time per prompt token (ms) of the run's prefill-only steps of at
+    least :data:`PREFILL_ONLY_TOKENS` tokens: the device's speed at a large GEMM."""
+    with (path / "steps.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if int(r["decode_tokens"]) == 0
+                and int(r["prefill_tokens"]) >= PREFILL_ONLY_TOKENS]  # fmt: skip
+    return sum(float(r["step_time_ms"]) for r in rows) / sum(int(r["prefill_tokens"]) for r in rows)
 
 
 def run_config(path: Path) -> tuple[SimConfig, Path, str]:
@@ -300,25 +320,25 @@ def knee_table(runs: list[Run]) -> str:
     return table(header, rows)
 
 
-REPEAT_PAIRS = ((0, 1), (2, 3))
-"""The repeats that served the same requests on the same CPU (:data:`DEVICES`)."""
+REPEAT_PAIRS = ((0, 1), (2, 3), (2, 4))
+"""Repeats that served the same requests on the same CPU (:data:`DEVICES`): 0 and 1 on the
+busy Zen 3; 2 and 3 on the quiet Zen 4; 2 and 4, the Zen 4 quiet and then with other work."""
 
 
 def noise_table(runs: list[Run]) -> str:
     """Each pair of repeats of a run on one CPU against each other: the machine's own spread."""
     by = {(r.model, r.mix, r.rate, r.rep): r for r in runs}
     rows = []
-    for (model, mix, rate, rep), first in sorted(by.items()):
-        pair = next((b for a, b in REPEAT_PAIRS if a == rep), None)
-        second = by.get((model, mix, rate, pair))
-        if second is None:
+    for (a, b), (model, mix, rate, rep) in itertools.product(REPEAT_PAIRS, sorted(by)):
+        first, second = by[(model, mix, rate, rep)], by.get((model, mix, rate, b))
+        if rep != a or second is None:
             continue
         diffs = []
         for key in TABLE_KEYS:
             a, b = (value(run.calibrated, key, "measured") for run in (first, second))
             diffs.append((b - a) / a * 100)
         cpu, load = CPU.get(first.device, first.device), f"{first.load:.2f} / {second.load:.2f}"
-        rows.append([f"{model} {mix} {rate:g} req/s", f"{rep} / {pair}", cpu, load,
+        rows.append([f"{model} {mix} {rate:g} req/s", f"{a} / {b}", cpu, load,
                      *(_pct(d) for d in diffs)])  # fmt: skip
     header = ["run", "repeats", "CPU", "load", "mean TTFT", "p90 TTFT", "mean TPOT", "mean E2E"]
     return table(header, rows)
@@ -340,7 +360,7 @@ def render(fitted: dict[str, Fit], runs: list[Run]) -> str:
         f"{max(held):.1f} %); with the defaults (a GPU engine's host costs) "
         f"{_avg_default(runs):.1f} %. Load is the machine's 1-minute load average at the end of "
         "each run (2 cores, shared).",
-        _where_errors_come_from(runs),
+        _where_errors_come_from(fitted, runs),
         run_table(runs),
         "**The knee**, real against simulated (calibrated on the run's CPU), per sweep:",
         knee_table(runs),
@@ -350,8 +370,11 @@ def render(fitted: dict[str, Fit], runs: list[Run]) -> str:
     ])  # fmt: skip
 
 
-def _where_errors_come_from(runs: list[Run]) -> str:
+def _where_errors_come_from(fitted: dict[str, Fit], runs: list[Run]) -> str:
     """The paragraph that reads the table: the two CPUs, the machine's load, what is left."""
+    speed = ", ".join(f"{prefill_ms_per_token(fit.run):.3f} ms a prompt token on the "
+                      f"{CPU.get(gpu, gpu)}" for gpu, fit in fitted.items())  # fmt: skip
+    largest = sorted(largest_batch(fit.run) for fit in fitted.values())
     predicted = [r for r in runs if not r.trained]
     by_cpu = {d: [r for r in predicted if r.device == d] for d in CPU}
     quiet = [r for r in predicted if r.load < QUIET_LOAD]
@@ -367,8 +390,8 @@ def _where_errors_come_from(runs: list[Run]) -> str:
     )
     return (
         "**Where the errors come from.** First, which CPU served the run: the machine (a KVM "
-        "guest) was moved between hosts, and the same requests ran 1.9 times faster per "
-        "prefill token on the Zen 4 (AVX-512) than on the Zen 3 (AVX2): each CPU has its own "
+        "guest) was moved between hosts, and the training runs' prefill-only steps took "
+        f"{speed} (the same requests): each CPU has its own "
         "preset and its own calibration, and `traces/measured/cpu-vllm0.32/devices.yaml` says "
         "which run ran where. The median error of the predicted runs, each with its CPU's "
         f"profile: {cells}. \"The other CPU's fit\" keeps the other CPU's fitted knobs and "
@@ -388,7 +411,8 @@ def _where_errors_come_from(runs: list[Run]) -> str:
         f"{median([r.calibrated.mean_abs_diff_pct for r in quiet]):.1f} %, on the {len(busy)} "
         f"others {median([r.calibrated.mean_abs_diff_pct for r in busy]):.1f} %. What remains "
         "at high rates is the per-sequence cost of large batches, which a fit at 2 req/s "
-        "(batches of at most 9-19 sequences) cannot see: the saturation block below."
+        f"(batches of at most {'-'.join(map(str, largest))} sequences) cannot see: the "
+        "saturation block below."
     )
 
 

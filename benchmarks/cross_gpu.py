@@ -127,6 +127,13 @@ def marginal_ms(samples: Sequence[StepSample], tp: int, low: int, high: int) -> 
     return (ms[high] - ms[low]) / (high - low)
 
 
+def prefill_step_ms(samples: Sequence[StepSample], tp: int, tokens: int, seqs: int) -> float:
+    """The mean prefill step (ms) of ``tokens`` tokens in ``seqs`` prompts at ``tp``."""
+    return float(np.mean([s.time_ms for s in samples if s.phase == "prefill"
+                          and s.tensor_parallel == tp and s.work.prefill_tokens == tokens
+                          and s.work.num_seqs == seqs]))  # fmt: skip
+
+
 def hardware_rows() -> list[list[str]]:
     """Each priced term, the hardware number it scales with, both GPUs' numbers and the factor
     the swap puts on its time (A100 number / H100 number)."""
@@ -270,11 +277,17 @@ def _tp8(r: Results) -> str:
         f"{gpu} {marginal_ms(s, 8, 1024, 2048):.3f} → {marginal_ms(s, 8, 4096, 8192):.3f} ms"
         for gpu, s in (("A100", r.a100), ("H100", r.h100))
     )
+    same = "; ".join(
+        f"{tokens:,} tokens {prefill_step_ms(r.h100, 8, tokens, 1):.1f} ms as one prompt, "
+        f"{prefill_step_ms(r.h100, 8, tokens, tokens // 512):.1f} ms as {tokens // 512} of 512"
+        for tokens in (2048, 4096)
+    )
     return (
         "- **TP 8.** On both GPUs a prefill token costs more in large steps than in small "
         "ones at TP 8 (a token's marginal cost from 1,024 to 2,048 tokens, then from 4,096 "
         f"to 8,192: {costs}), which no per-token term reproduces; TP 8 carries the largest "
-        "prefill errors, in sample and predicted."
+        "prefill errors, in sample and predicted. It is the step's token count, not the "
+        f"prompt's length (attention over a long prompt): on the H100 at TP 8, {same}."
     )
 
 

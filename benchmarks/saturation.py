@@ -90,7 +90,10 @@ class Point:
     sim: dict[str, dict[str, float]]  # profile -> key -> ms
 
 
-Sweep = tuple[str, int]  # (model, repeat); the mix is chat
+Sweep = tuple[str, int | str]  # (model, repeat, or "a+b" for a pooled pair); the mix is chat
+POOLED = (2, 3)
+"""Two repeats that served the same requests on the same CPU with the machine otherwise quiet
+(load ≤ 1.3 throughout): :func:`pooled` averages them rate by rate into one more sweep."""
 
 
 def sweeps(folder: Path, models: tuple[str, ...]) -> dict[Sweep, list[tuple[float, str, Path]]]:
@@ -124,7 +127,7 @@ def full_batch_run(folder: Path, train: Path) -> Path | None:
     repeat = sweeps(folder, ("small-llama",)).get(("small-llama", int(train["rep"])), [])
     for _, _, path in repeat:
         limit = json.loads((path / "meta.json").read_text())["engine_kwargs"]["max_num_seqs"]
-        if saturation_steps.largest_batch(path) >= limit:
+        if cpu_live.largest_batch(path) >= limit:
             return path
     return None
 
@@ -150,6 +153,40 @@ def replay_sweep(
             sims[label] = {k: cpu_live.value(v, k, "simulated") for k in KEYS}
         points.append(Point(name, rate, real, sims))
     return points
+
+
+def pooled(a: list[Point], b: list[Point]) -> list[Point]:
+    """The rates of two repeats of one sweep, each measured and simulated TTFT the mean of the
+    two: the same requests served twice, so the mean is a better estimate of what the engine
+    does at that rate than either run (near the knee one repeat's mean TTFT can be twice the
+    other's)."""
+    other = {p.rate: p for p in b}
+    out = []
+    for p in a:
+        q = other.get(p.rate)
+        if q is not None:
+            real = {k: (p.real[k] + q.real[k]) / 2 for k in p.real}
+            sim = {
+                label: {k: (v[k] + q.sim[label][k]) / 2 for k in v} for label, v in p.sim.items()
+            }
+            out.append(Point(f"{p.name}+{q.name}", p.rate, real, sim))
+    return out
+
+
+def widest(points: dict[Sweep, list[Point]]) -> tuple[float, float, float, float] | None:
+    """Of the :data:`POOLED` repeats' rates up to their pooled real mean-TTFT knee, the one
+    where their real mean TTFTs differ most: (rate, one's, the other's, the pooled full-batch
+    simulation's), ms; None when the pair is not there."""
+    pair = [points.get(("small-llama", rep)) for rep in POOLED]
+    both = points.get(("small-llama", "+".join(map(str, POOLED))))
+    if not (all(pair) and both) or FULL_BATCH not in both[0].sim:
+        return None
+    knee = knees(both, "mean_ttft_ms")[0] or math.inf
+    first, second = ({p.rate: p.real["mean_ttft_ms"] for p in ps} for ps in pair)
+    sims = {p.rate: p.sim[FULL_BATCH]["mean_ttft_ms"] for p in both}
+    rates = [r for r in sims if r <= knee]
+    rate = max(rates, key=lambda r: max(first[r], second[r]) / min(first[r], second[r]))
+    return rate, first[rate], second[rate], sims[rate]
 
 
 def knees(points: list[Point], key: str) -> tuple[float | None, dict[str, float | None]]:
@@ -210,7 +247,8 @@ def rate_table(all_points: dict[Sweep, list[Point]], fitted: dict[str, str]) -> 
     rows = []
     for (model, rep), points in all_points.items():
         for p in points:
-            mark = f" ({fitted[p.name]})" if p.name in fitted else ""
+            marks = [fitted[part] for part in p.name.split("+") if part in fitted]
+            mark = f" ({marks[0]})" if marks else ""
             cells = [f"{model} r{rep}", f"{p.rate:g}{mark}",
                      f"{_ms(p.real['mean_ttft_ms'])} / {_ms(p.real['p90_ttft_ms'])}"]  # fmt: skip
             real = p.real["mean_ttft_ms"]
@@ -326,10 +364,15 @@ def facts(folder: Path, fits: Fits, points: dict[Sweep, list[Point]]) -> tuple[F
         real_knees[sweep] = (mean, p90)
         worst[sweep] = {label: worst_ttft_error(sweep_points, label, mean)
                         for label in sweep_points[0].sim}  # fmt: skip
-    largest = {name: saturation_steps.largest_batch(folder / name) for name in fits.trained}
+    largest = {name: cpu_live.largest_batch(folder / name) for name in fits.trained}
     full = {gpu: p.name for gpu, p in fits.full_runs.items()}
+    loads = {}
+    for sweep, runs in sweeps(folder, tuple(cpu_live.CONFIGS)).items():
+        after = [json.loads((path / "meta.json").read_text())["hardware"]["load_average_after"][0]
+                 for _, _, path in runs]  # fmt: skip
+        loads[sweep] = (min(after), max(after))
     f = Facts(knee_diffs(points), worst, real_knees, fits.profiles, fits.train_runs, full,
-              largest, {ZEN4: top}, stats)  # fmt: skip
+              largest, {ZEN4: top}, stats, loads, widest(points))  # fmt: skip
     return f, saturation_steps.queue_table(stats), batches
 
 
@@ -346,7 +389,12 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
     found = sweeps(args.runs, ("tiny-llama",) if args.quick else tuple(cpu_live.CONFIGS))
     fits = profiles(args.runs, args.quick)
-    points = {key: replay_sweep(runs, fits.profiles) for key, runs in found.items()}
+    points: dict[Sweep, list[Point]] = {
+        key: replay_sweep(runs, fits.profiles) for key, runs in found.items()
+    }
+    pair = [points.get(("small-llama", rep)) for rep in POOLED]
+    if all(pair):
+        points[("small-llama", "+".join(map(str, POOLED)))] = pooled(*pair)
     steps = None
     if not args.quick:
         known, queue, batches = facts(args.runs, fits, points)

@@ -124,12 +124,6 @@ def step_prices(path: Path, profile: RooflineCostConfig) -> tuple[np.ndarray, np
             np.array([float(row["step_time_ms"]) for row in rows]))  # fmt: skip
 
 
-def largest_batch(path: Path) -> int:
-    """The most sequences one engine step of the run at ``path`` computed (steps.csv)."""
-    with (path / "steps.csv").open(newline="") as f:
-        return max(int(row["num_seqs"]) for row in csv.DictReader(f))
-
-
 def batch_table(
     runs: list[Path], profiles: dict[str, RooflineCostConfig]
 ) -> tuple[str, dict[str, float]]:

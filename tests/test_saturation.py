@@ -93,7 +93,7 @@ def test_the_full_batch_fit_takes_the_first_rate_whose_steps_filled_the_batch() 
     # largest batches of the bundled Zen 4 repeat 2 (steps.csv): 6, 7, 9, 11, 16, 20 up to
     # 3.5 req/s, then 32 (max_num_seqs) at 4 req/s; on the Zen 3, repeat 0 first fills it at 1.5
     runs = ROOT / "traces" / "measured" / "cpu-vllm0.32"
-    assert steps.largest_batch(runs / "small-llama-chat-r3.5-2") == 20
+    assert load_benchmark("cpu_live").largest_batch(runs / "small-llama-chat-r3.5-2") == 20
     assert sat.full_batch_run(runs, runs / "small-llama-chat-r2-2").name == "small-llama-chat-r4-2"
     assert (
         sat.full_batch_run(runs, runs / "small-llama-chat-r2-0").name == "small-llama-chat-r1.5-0"

@@ -41,9 +41,10 @@ MIN_BATCH_SEEN = 16
 """Fewest sequences the largest step of a fit must batch for ``seq_overhead_ms`` to count as
 seen. The per-sequence host cost need not be linear in the batch: a fit on the steps of vLLM
 0.32 on this machine's CPU at 2 req/s (``traces/measured/cpu-vllm0.32/small-llama-chat-r2-2``,
-batches of 1-9) prices that engine's decode steps at 4 req/s (``…-r4-2``, batches up to its
-``max_num_seqs`` of 32) 7 % short at 9-16 sequences, 22 % at 17-24 and 44 % at 25-32: the cost
-grows past about 8 sequences, so a fit must see at least twice that. One engine's
+batches of 1-9; device ``cpu-epyc-zen4-1t``) prices that engine's decode steps at 4 req/s
+(``…-r4-2``, batches up to its ``max_num_seqs`` of 32) within 1 % up to 8 sequences, 16 % short
+at 9-16, 30 % at 17-24 and 44 % at 25-32: the cost grows past about 8 sequences, so a fit must
+see at least twice that. One engine's
 measurement: a rule of thumb, not a law."""
 MIN_PREFILLS_SEEN = 2
 """Fewest sequences one step must prefill for ``prefill_overhead_ms`` to count as seen: with at
