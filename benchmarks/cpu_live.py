@@ -427,13 +427,19 @@ def main() -> None:
     )
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
+    write(args.write_docs, args.runs)
+
+
+def write(write_docs: bool, runs: Path = RUNS) -> str:
+    """Print the block (and write it into docs/fidelity.md if ``write_docs``); its text."""
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
-    fitted = calibrate(args.runs)
-    text = render(fitted, replay(args.runs, fitted))
+    fitted = calibrate(runs)
+    text = render(fitted, replay(runs, fitted))
     print(text)
-    if args.write_docs:
+    if write_docs:
         write_block(ROOT / "docs" / "fidelity.md", CPU_LIVE, text)
         print("wrote docs/fidelity.md")
+    return text
 
 
 if __name__ == "__main__":

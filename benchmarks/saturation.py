@@ -385,28 +385,34 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick and args.write_docs:
         parser.error("--write-docs needs the full run (not --quick)")
+    write(args.write_docs, args.runs, args.quick)
+
+
+def write(write_docs: bool, runs: Path = cpu_live.RUNS, quick: bool = False) -> str:
+    """Print the block (and write it into docs/fidelity.md if ``write_docs``); its text."""
     wall, cpu = time.perf_counter(), time.process_time()
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
-    found = sweeps(args.runs, ("tiny-llama",) if args.quick else tuple(cpu_live.CONFIGS))
-    fits = profiles(args.runs, args.quick)
+    found = sweeps(runs, ("tiny-llama",) if quick else tuple(cpu_live.CONFIGS))
+    fits = profiles(runs, quick)
     points: dict[Sweep, list[Point]] = {
-        key: replay_sweep(runs, fits.profiles) for key, runs in found.items()
+        key: replay_sweep(sweep_runs, fits.profiles) for key, sweep_runs in found.items()
     }
     pair = [points.get(("small-llama", rep)) for rep in POOLED]
     if all(pair):
         points[("small-llama", "+".join(map(str, POOLED)))] = pooled(*pair)
     steps = None
-    if not args.quick:
-        known, queue, batches = facts(args.runs, fits, points)
+    if not quick:
+        known, queue, batches = facts(runs, fits, points)
         steps = (queue, batches, saturation_prose.findings(known))
     timing = (f"{time.perf_counter() - wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU, "
               f"load average {os.getloadavg()[0]:.2f} at the end")  # fmt: skip
     text = saturation_prose.render(found, fits.note, timing, rate_table(points, fits.trained),
                                    knee_table(points), steps)  # fmt: skip
     print(text)
-    if args.write_docs:
+    if write_docs:
         write_block(ROOT / "docs" / "fidelity.md", SATURATION, text)
         print("wrote docs/fidelity.md")
+    return text
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ same data, and held out (calibrated on one dataset, predicting another).
     .venv/bin/python benchmarks/sim_vs_real.py                # prints (about 5 minutes)
     .venv/bin/python benchmarks/sim_vs_real.py --write-docs   # + its block of docs/fidelity.md
 
-It ends with benchmarks/cross_gpu.py (A100 steps fitted, H100 steps predicted), whose block of
-docs/fidelity.md ``--write-docs`` rewrites too: one command regenerates both.
+It ends with benchmarks/cross_gpu.py (A100 steps fitted, H100 steps predicted),
+benchmarks/cpu_live.py (the live rate sweeps of a real vLLM on this project's CPUs) and
+benchmarks/saturation.py (their knees), whose blocks of docs/fidelity.md ``--write-docs``
+rewrites too: one command regenerates all four.
 
 Request level: the three vLLM 0.19 runs in traces/measured/llmservingsim-vllm0.19 (Llama-3.1-8B
 on an RTX 4090 and on an RTX PRO 6000, Qwen3-32B at TP 2 on two RTX PRO 6000), replayed by
@@ -50,9 +52,11 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from cpu_live import write as cpu_live
 from cross_gpu import write as cross_gpu
 from doc_blocks import SIM_VS_REAL, write_block
 from doc_blocks import markdown_table as table
+from saturation import write as saturation
 from scipy.optimize import linprog
 
 from simkv.calibrate.api import RUN_KNOBS, step_knobs
@@ -579,6 +583,8 @@ def main() -> None:
     if args.write_docs:
         write_block(ROOT / "docs" / "fidelity.md", SIM_VS_REAL, text)
     cross_gpu(args.write_docs)
+    cpu_live(args.write_docs)
+    saturation(args.write_docs)
 
 
 if __name__ == "__main__":
