@@ -91,6 +91,10 @@ class Point:
 
 
 Sweep = tuple[str, int | str]  # (model, repeat, or "a+b" for a pooled pair); the mix is chat
+BUNDLED_ONLY = (
+    "The findings are written for the bundled runs (traces/measured/cpu-vllm0.32/, whose "
+    "repeats and CPUs they name); for other runs, read the tables."
+)
 POOLED = (2, 3)
 """Two repeats that served the same requests on the same CPU with the machine otherwise quiet
 (load ≤ 1.3 throughout): :func:`pooled` averages them rate by rate into one more sweep."""
@@ -403,7 +407,9 @@ def write(write_docs: bool, runs: Path = cpu_live.RUNS, quick: bool = False) -> 
     steps = None
     if not quick:
         known, queue, batches = facts(runs, fits, points)
-        steps = (queue, batches, saturation_prose.findings(known))
+        prose = (saturation_prose.findings(known) if runs.resolve() == cpu_live.RUNS.resolve()
+                 else BUNDLED_ONLY)  # fmt: skip
+        steps = (queue, batches, prose)
     timing = (f"{time.perf_counter() - wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU, "
               f"load average {os.getloadavg()[0]:.2f} at the end")  # fmt: skip
     text = saturation_prose.render(found, fits.note, timing, rate_table(points, fits.trained),
