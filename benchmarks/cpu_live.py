@@ -396,7 +396,7 @@ def _where_errors_come_from(fitted: dict[str, Fit], runs: list[Run]) -> str:
         "which run ran where. The median error of the predicted runs, each with its CPU's "
         f"profile: {cells}. \"The other CPU's fit\" keeps the other CPU's fitted knobs and "
         "swaps only the preset (the measured GEMM rate and read bandwidth): median "
-        f"{median(swapped):.1f} %, since on a CPU the engine's host work runs on the device "
+        f"{_median_pct(swapped)}, since on a CPU the engine's host work runs on the device "
         "itself and speeds up with it, which a preset swap leaves out (host costs are the "
         "engine's, by design: a GPU's do not change with the GPU). Second, the machine's "
         'load: "steps real / sim" is each run\'s measured engine busy time over what its '
@@ -404,16 +404,21 @@ def _where_errors_come_from(fitted: dict[str, Fit], runs: list[Run]) -> str:
         "same work ran slower, and near the knee a slower machine turns into queueing, so "
         'TTFT errors grow far beyond the step error. "At the run\'s speed" replays each run '
         "on its device slowed by its own ratio: the median error falls from "
-        f"{median([r.calibrated.mean_abs_diff_pct for r in predicted]):.1f} % to "
-        f"{median([r.at_speed.mean_abs_diff_pct for r in predicted]):.1f} %. On the "
+        f"{_median_pct([r.calibrated.mean_abs_diff_pct for r in predicted])} to "
+        f"{_median_pct([r.at_speed.mean_abs_diff_pct for r in predicted])}. On the "
         f"{len(quiet)} runs served with the machine otherwise quiet (load < {QUIET_LOAD:g}) "
         f"the calibrated error's median is "
-        f"{median([r.calibrated.mean_abs_diff_pct for r in quiet]):.1f} %, on the {len(busy)} "
-        f"others {median([r.calibrated.mean_abs_diff_pct for r in busy]):.1f} %. What remains "
+        f"{_median_pct([r.calibrated.mean_abs_diff_pct for r in quiet])}, on the {len(busy)} "
+        f"others {_median_pct([r.calibrated.mean_abs_diff_pct for r in busy])}. What remains "
         "at high rates is the per-sequence cost of large batches, which a fit at 2 req/s "
         f"(batches of at most {'-'.join(map(str, largest))} sequences) cannot see: the "
         "saturation block below."
     )
+
+
+def _median_pct(values: list[float]) -> str:
+    """The median as "12.3 %", or "—" when there are none (e.g. one CPU: no other CPU's fit)."""
+    return f"{median(values):.1f} %" if values else "—"
 
 
 def _avg_default(runs: list[Run]) -> float:

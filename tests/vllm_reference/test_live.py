@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,19 @@ def test_a_slowed_device_prices_every_step_that_many_times_longer() -> None:
             for c, p in ((cfg, profile), (slow_cfg, slow_profile))
         )
         assert slow == pytest.approx(1.7 * base, rel=1e-9)
+
+
+def test_a_fresh_sweep_on_one_cpu_is_calibrated_and_predicted(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # make cpu-live's folder on today's CPU: repeat 0 only, every run records its CPU, so
+    # there is one device, one fit, and no other CPU's fit to swap in
+    bench = load_benchmark("cpu_live")
+    for rate in ("1", "2"):
+        shutil.copytree(
+            RUNS / f"small-llama-chat-r{rate}-4", tmp_path / f"small-llama-chat-r{rate}-0"
+        )
+    text = bench.write(False, tmp_path)
+    assert "on Zen 4 (`small-llama-chat-r2-0`" in text and "Zen 3" not in text.split("|")[0]
+    assert "median —, since on a CPU" in text
+    assert "small-llama-chat-r1-0" in capsys.readouterr().out
