@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -201,8 +202,21 @@ def test_ctrl_c_while_the_workers_start_prints_one_line(tmp_path: Path) -> None:
     assert not any(_alive(w) for w in workers)
 
 
+@pytest.fixture
+def default_ctrl_c() -> Iterator[None]:
+    """Ctrl-C's default action (KeyboardInterrupt) for the test, however pytest was launched:
+    a shell's background job starts with SIGINT ignored, and the test would inherit that."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("through_another_thread", [False, True])
-def test_a_ctrl_c_while_workers_start_waits_for_the_block(through_another_thread: bool) -> None:
+def test_a_ctrl_c_while_workers_start_waits_for_the_block(
+    through_another_thread: bool, default_ctrl_c: None
+) -> None:
     """A Ctrl-C arriving while workers are being spawned is held until they are started (a
     KeyboardInterrupt mid-spawn leaves a child without its start data, and it dies printing a
     traceback), then raised: whether it reaches this thread (blocked, delivered when the block
