@@ -13,8 +13,8 @@ GPU engine is bundled (``traces/measured/llmservingsim-vllm0.19/`` holds one rat
 
 The knee of a sweep is cpu_live's (:func:`cpu_live.knee`: the rate where mean TTFT first
 exceeds 1 s, and where p90 TTFT exceeds 2 s, linear between the swept rates), on the measured
-and the simulated side alike. simkv runs with three cost models (:data:`PROFILES`) and an
-oracle:
+and the simulated side alike. simkv runs with five cost models per CPU (:data:`PROFILES`) and
+an oracle:
 
 * ``defaults``: the roofline's defaults with the matching era's host terms (vLLM 0.32 is a V1
   engine: ``host_era: vllm-v1``);
@@ -32,7 +32,9 @@ oracle:
 
 Every other rate is a prediction. Targets (the time-model issue): the knee within
 :data:`TARGET_KNEE_PCT` of the real one, mean TTFT within :data:`TARGET_TTFT_PCT` at every
-rate up to the real knee. benchmarks/saturation_steps.py asks the real steps themselves
+rate up to the real knee. The two quiet repeats of the Zen 4 (:data:`POOLED`) are also
+averaged rate by rate into one more sweep (:func:`pooled`), since near the knee one run's real
+TTFT is itself uncertain. benchmarks/saturation_steps.py asks the real steps themselves
 whether they grow with the engine's waiting queue.
 """
 
