@@ -44,20 +44,22 @@ import re
 import time
 from dataclasses import dataclass
 from fnmatch import fnmatch
+from functools import cache
 from pathlib import Path
 from statistics import median
 
+import numpy as np
 import yaml
 from doc_blocks import CPU_LIVE, write_block
 from doc_blocks import markdown_table as table
 
 from simkv.calibrate.api import STEP_KNOBS
 from simkv.calibrate.api import calibrate as fit_profile
+from simkv.calibrate.fit import predicted_ms
 from simkv.calibrate.runs import replay_validation
+from simkv.calibrate.steps import StepSample, read_step_samples
 from simkv.config.cost import RooflineCostConfig
 from simkv.config.sim import SimConfig
-from simkv.engine.cost_model import RooflineCostModel
-from simkv.engine.step_work import StepWork
 from simkv.measured import read_measured_run
 from simkv.metrics.validation import Validation
 from simkv.run import load_config
@@ -106,13 +108,19 @@ def _runs(folder: Path) -> list[tuple[str, Path]]:
     return sorted((p.name, p) for p in folder.iterdir() if NAME.fullmatch(p.name))
 
 
+@cache
+def _devices() -> dict:
+    """:data:`DEVICES`, read once."""
+    return yaml.safe_load(DEVICES.read_text())
+
+
 def device(path: Path) -> str:
     """The device preset of the CPU the run at ``path`` was served on: the one whose CPU
     (:data:`DEVICES`) matches the run's recorded ``hardware.cpu_model``, or, for the bundled
     runs served before live.py recorded it, the first whose name patterns match the run's
     folder name. ValueError when neither tells (a CPU with no preset yet: measure it with
     tools/vllm_reference/cpu_device.py and add one)."""
-    table = yaml.safe_load(DEVICES.read_text())
+    table = _devices()
     cpu = json.loads((path / "meta.json").read_text())["hardware"].get("cpu_model")
     if cpu:
         found = [d for d, v in table.items()
@@ -200,7 +208,7 @@ def replay(folder: Path, fits: dict[str, Fit]) -> list[Run]:
         meta = json.loads((path / "meta.json").read_text())
         profile = profiles[served]
         other = next((p for d, p in profiles.items() if d != served), None)
-        ratio = step_ratio(cfg, path / "steps.csv", profile)
+        ratio = step_ratio(path, profile)
         slower_cfg, slower_profile = slowed(cfg, profile, ratio)
         out.append(Run(
             name, parts["model"], parts["mix"], float(parts["rate"]), int(parts["rep"]), served,
@@ -233,19 +241,26 @@ def slowed(
     return cfg.model_copy(update={"gpu": gpu}), profile.model_copy(update=times)
 
 
-def step_ratio(cfg: SimConfig, steps_csv: Path, profile: RooflineCostConfig) -> float:
-    """The run's engine steps' measured busy time over the time the calibrated roofline prices
-    the same steps at (``steps.csv``: what each step computed and its wall time): how much
-    slower (> 1) or faster the machine ran during the run than where the fit saw it."""
-    model = RooflineCostModel(profile, cfg.model, cfg.gpu, tensor_parallel=1,
-                              block_size=cfg.kv_cache.block_size)  # fmt: skip
-    with steps_csv.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    fields = ("prefill_tokens", "decode_tokens", "attention_pairs", "kv_read_tokens", "num_seqs",
-              "prefill_kv_tokens")  # fmt: skip
-    measured = sum(float(row["step_time_ms"]) for row in rows)
-    works = (StepWork(**{k: int(row[k]) for k in fields}) for row in rows)
-    return measured / sum(model.step_time_s(work) * 1e3 for work in works)
+def step_prices(path: Path, profile: RooflineCostConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Each engine step of the run at ``path`` (its ``steps.csv``, read as ``simkv calibrate``
+    reads it, on the device it ran on): its price by ``profile`` and its measured time, in ms."""
+    samples = _samples(path)
+    return predicted_ms(profile, samples), np.array([s.time_ms for s in samples])
+
+
+@cache
+def _samples(path: Path) -> tuple[StepSample, ...]:
+    """The run's steps as ``simkv calibrate`` reads them, read once per run."""
+    model = NAME.fullmatch(path.name)["model"]
+    return tuple(read_step_samples(path / "steps.csv", model=model, gpu=device(path)))
+
+
+def step_ratio(path: Path, profile: RooflineCostConfig) -> float:
+    """The run's engine steps' measured busy time over the time ``profile`` prices the same
+    steps at (:func:`step_prices`): how much slower (> 1) or faster the machine ran during
+    the run than where the fit saw it."""
+    predicted, measured = step_prices(path, profile)
+    return float(measured.sum() / predicted.sum())
 
 
 def value(v: Validation, key: str, side: str) -> float:

@@ -150,7 +150,7 @@ def replay_sweep(
         run = read_measured_run(path)
         replays = [(label, cfg, profile) for label, profile in profiles.items()]
         if "calibrated" in profiles:
-            ratio = cpu_live.step_ratio(cfg, path / "steps.csv", profiles["calibrated"])
+            ratio = cpu_live.step_ratio(path, profiles["calibrated"])
             replays.append((ORACLE, *cpu_live.slowed(cfg, profiles["calibrated"], ratio)))
         sims, real = {}, {}
         for label, replay_cfg, profile in replays:

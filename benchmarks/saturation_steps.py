@@ -24,14 +24,10 @@ import numpy as np
 from doc_blocks import markdown_table as table
 
 from simkv.config.cost import RooflineCostConfig
-from simkv.engine.cost_model import RooflineCostModel
-from simkv.engine.step_work import StepWork
 
 ORACLE = "calibrated, at the run's speed"
 """The label of the oracle replay (benchmarks/saturation.py defines what it is)."""
 
-WORK_FIELDS = ("prefill_tokens", "decode_tokens", "attention_pairs", "kv_read_tokens",
-               "num_seqs", "prefill_kv_tokens")  # fmt: skip
 MIN_QUEUED_STEPS = 20
 """A run enters :func:`queue_table` when at least this many of its steps left a request
 waiting (fewer say nothing about a per-request cost)."""
@@ -52,7 +48,7 @@ def step_queue(path: Path, profiles: dict[str, RooflineCostConfig]) -> dict[str,
     """Per step of the run at ``path``: measured and predicted time in ms (the profile of the
     device it ran on, ``profiles``: device → profile), and the number of requests the step left
     waiting."""
-    predicted, measured = step_prices(path, profiles[cpu_live.device(path)])
+    predicted, measured = cpu_live.step_prices(path, profiles[cpu_live.device(path)])
     with (path / "steps.csv").open(newline="") as f:
         began = np.array([float(r["t_s"]) for r in csv.DictReader(f)])
     reqs = [json.loads(line) for line in (path / "requests.jsonl").read_text().splitlines()]
@@ -111,19 +107,6 @@ BATCH_BINS = ((1, 4), (5, 8), (9, 16), (17, 24), (25, 32))
 """Decode batch sizes (sequences a step, inclusive) :func:`batch_table` groups steps by."""
 
 
-def step_prices(path: Path, profile: RooflineCostConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Per step of the run at ``path`` (on the device it ran on): what it computed (rows of
-    steps.csv as StepWork fields) priced by ``profile`` (ms), and its measured time (ms)."""
-    cfg, _, _ = cpu_live.run_config(path)
-    model = RooflineCostModel(profile, cfg.model, cfg.gpu, tensor_parallel=1,
-                              block_size=cfg.kv_cache.block_size)  # fmt: skip
-    with (path / "steps.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    works = (StepWork(**{k: int(row[k]) for k in WORK_FIELDS}) for row in rows)
-    return (np.array([model.step_time_s(w) * 1e3 for w in works]),
-            np.array([float(row["step_time_ms"]) for row in rows]))  # fmt: skip
-
-
 def batch_table(
     runs: list[Path], profiles: dict[str, RooflineCostConfig]
 ) -> tuple[str, dict[str, float]]:
@@ -137,7 +120,7 @@ def batch_table(
         decode = np.array([int(r["prefill_tokens"]) == 0 for r in rows])
         seqs.append(np.array([int(r["num_seqs"]) for r in rows])[decode])
         for label, profile in profiles.items():
-            price, measured = step_prices(path, profile)
+            price, measured = cpu_live.step_prices(path, profile)
             priced[label].append(price[decode])
         real.append(measured[decode])
     n, t = np.concatenate(seqs), np.concatenate(real)

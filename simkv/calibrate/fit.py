@@ -188,7 +188,8 @@ def step_models(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> list[
     return out
 
 
-def _predict_ms(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> np.ndarray:
+def predicted_ms(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> np.ndarray:
+    """Each sample's step time (ms) as ``cfg``'s roofline prices its work."""
     models = step_models(cfg, samples)
     return np.array([m.step_time_s(s.work) * 1e3 for m, s in zip(models, samples, strict=True)])
 
@@ -196,7 +197,7 @@ def _predict_ms(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> np.nd
 def step_errors(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> np.ndarray:
     """Relative error of each sample's predicted step time: ``predicted / measured − 1``."""
     measured = np.array([s.time_ms for s in samples])
-    return _predict_ms(cfg, samples) / measured - 1.0
+    return predicted_ms(cfg, samples) / measured - 1.0
 
 
 def step_error(cfg: RooflineCostConfig, samples: Sequence[StepSample]) -> float:
@@ -268,7 +269,7 @@ def fit_steps(
     measured = np.array([s.time_ms for s in samples])
     limits = step_limits(samples)
     fitted, count = fit_log_ratios(
-        start, knobs, lambda cfg: _predict_ms(cfg, samples), measured, prior=prior, limits=limits
+        start, knobs, lambda cfg: predicted_ms(cfg, samples), measured, prior=prior, limits=limits
     )
     return FitResult(
         start=start,
