@@ -354,8 +354,13 @@ def profiles(folder: Path, quick: bool) -> Fits:
     return Fits(out, "Fitted " + "; ".join(notes) + ".", trained, train, full_runs)
 
 
-def facts(folder: Path, fits: Fits, points: dict[Sweep, list[Point]]) -> tuple[Facts, str, str]:
-    """What the prose reads, and the queue and batch tables."""
+def facts(
+    folder: Path,
+    found: dict[Sweep, list[tuple[float, str, Path]]],
+    fits: Fits,
+    points: dict[Sweep, list[Point]],
+) -> tuple[Facts, str, str]:
+    """What the prose reads, and the queue and batch tables (``found``: :func:`sweeps`)."""
     calibrated = {gpu: labels["calibrated"] for gpu, labels in fits.profiles.items()}
     stats = saturation_steps.queue_stats(folder, calibrated)
     zen4 = [path for name, path in cpu_live._runs(folder)
@@ -373,7 +378,7 @@ def facts(folder: Path, fits: Fits, points: dict[Sweep, list[Point]]) -> tuple[F
     largest = {name: cpu_live.largest_batch(folder / name) for name in fits.trained}
     full = {gpu: p.name for gpu, p in fits.full_runs.items()}
     loads = {}
-    for sweep, runs in sweeps(folder, tuple(cpu_live.CONFIGS)).items():
+    for sweep, runs in found.items():
         after = [json.loads((path / "meta.json").read_text())["hardware"]["load_average_after"][0]
                  for _, _, path in runs]  # fmt: skip
         loads[sweep] = (min(after), max(after))
@@ -408,7 +413,7 @@ def write(write_docs: bool, runs: Path = cpu_live.RUNS, quick: bool = False) -> 
         points[("small-llama", "+".join(map(str, POOLED)))] = pooled(*pair)
     steps = None
     if not quick:
-        known, queue, batches = facts(runs, fits, points)
+        known, queue, batches = facts(runs, found, fits, points)
         prose = (saturation_prose.findings(known) if runs.resolve() == cpu_live.RUNS.resolve()
                  else BUNDLED_ONLY)  # fmt: skip
         steps = (queue, batches, prose)

@@ -32,7 +32,7 @@ from simkv.engine.cost_model import RooflineCostModel
 from simkv.errors import InputError
 
 __all__ = ["KNOBS", "PHYSICAL", "FitResult", "fit_log_ratios", "fit_run", "fit_steps",
-           "step_error", "step_errors", "step_limits", "step_models"]  # fmt: skip
+           "predicted_ms", "step_error", "step_errors", "step_limits", "step_models"]  # fmt: skip
 
 PHYSICAL: dict[str, tuple[float, float, str]] = {
     "weight_read_efficiency": (0.8, 0.93, "of the memory bandwidth spec"),
